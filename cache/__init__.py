@@ -1,0 +1,1 @@
+"""Answers already known, and work already under way."""

@@ -1,0 +1,1 @@
+"""The routing policy admins write, and the pure decisions made from it."""

@@ -1,0 +1,1 @@
+"""Overspill: an OpenAI-compatible proxy that routes between local engines and cloud APIs."""

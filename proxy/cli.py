@@ -1,0 +1,24 @@
+"""The `overspill` command: one sub-command per product part."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from proxy.sim import cli as sim_cli
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="overspill",
+        description="OpenAI-compatible routing proxy over local engines, overflowing to the cloud.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    sim_cli.add_parser(commands)
+    args = parser.parse_args(argv)
+    code: int = args.run(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""Request bodies the simulator accepts, parsed and validated into plain objects (no I/O).
+
+Validation follows what the engines themselves reject, with OpenAI-shaped 400s that name the
+offending parameter; fields the simulator does not model (tools, logprobs, response_format ...)
+are accepted and ignored, as an engine that supports them would not fail on them either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from proxy.errors import BadRequest
+from proxy.sim.tokens import render_chat
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    model: str
+    prompt: str  # what the engine prefills: the rendered chat or the raw completion prompt
+    max_tokens: int | None
+    stop: tuple[str, ...]
+    seed: int | None
+    temperature: float
+    stream: bool
+    include_usage: bool
+    keep_alive_s: float | None = None  # Ollama only
+
+
+@dataclass(frozen=True)
+class EmbeddingRequest:
+    model: str
+    inputs: tuple[str, ...]
+
+
+def decode_json(raw: bytes) -> dict[str, Any]:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
+    return body
+
+
+def parse_chat(body: dict[str, Any]) -> GenerationRequest:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty array", param="messages")
+    for i, message in enumerate(messages):
+        _check_message(message, f"messages[{i}]")
+    return _generation(body, render_chat(messages), _max_tokens(body))
+
+
+def parse_completion(body: dict[str, Any]) -> GenerationRequest:
+    return _generation(body, _completion_prompt(body.get("prompt")), _max_tokens(body, 16))
+
+
+def parse_embeddings(body: dict[str, Any]) -> EmbeddingRequest:
+    raw = body.get("input")
+    if isinstance(raw, str):
+        inputs: tuple[str, ...] = (raw,)
+    elif isinstance(raw, list) and raw and all(isinstance(item, str) for item in raw):
+        inputs = tuple(raw)
+    elif isinstance(raw, list) and raw and all(_is_int(item) for item in raw):
+        inputs = (" ".join(str(item) for item in raw),)
+    else:
+        raise BadRequest(
+            "'input' must be a string, an array of strings or an array of token ids",
+            param="input",
+        )
+    return EmbeddingRequest(model=_model(body), inputs=inputs)
+
+
+def parse_ollama(body: dict[str, Any], chat: bool) -> GenerationRequest:
+    """Ollama's native /api/chat and /api/generate: options.num_predict, stream by default."""
+    options = body.get("options") or {}
+    if not isinstance(options, dict):
+        raise BadRequest("'options' must be an object", param="options")
+    if chat:
+        messages = body.get("messages") or []
+        if not isinstance(messages, list):
+            raise BadRequest("'messages' must be an array", param="messages")
+        for i, message in enumerate(messages):
+            _check_message(message, f"messages[{i}]")
+        prompt = render_chat(messages)
+    else:
+        prompt = _ollama_generate_prompt(body)
+    num_predict = options.get("num_predict")
+    if num_predict is not None and not _is_int(num_predict):
+        raise BadRequest("'options.num_predict' must be an integer", param="options.num_predict")
+    merged = {
+        "model": body.get("model"),
+        "stream": body.get("stream", True),
+        "seed": options.get("seed"),
+        "temperature": options.get("temperature"),
+        "stop": options.get("stop"),
+    }
+    max_tokens = None if num_predict is None or num_predict < 0 else num_predict
+    request = _generation(merged, prompt, max_tokens)
+    return GenerationRequest(
+        **{**request.__dict__, "keep_alive_s": parse_keep_alive(body.get("keep_alive"))}
+    )
+
+
+def parse_keep_alive(value: Any) -> float | None:
+    """Ollama's keep_alive: seconds as a number, or a duration such as "5m", "1h", "30s"."""
+    if value is None:
+        return None
+    if _is_number(value):
+        return float(value)
+    if isinstance(value, str):
+        units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+        for suffix in sorted(units, key=len, reverse=True):
+            number = value.removesuffix(suffix)
+            if number != value:
+                try:
+                    return float(number) * units[suffix]
+                except ValueError:
+                    break
+    raise BadRequest(f"invalid keep_alive duration: {value!r}", param="keep_alive")
+
+
+# -- pieces ----------------------------------------------------------------------------------
+
+
+def _generation(body: dict[str, Any], prompt: str, max_tokens: int | None) -> GenerationRequest:
+    n = body.get("n")
+    if n is not None and n != 1:
+        raise BadRequest("only n=1 is supported by the simulator", param="n")
+    return GenerationRequest(
+        model=_model(body),
+        prompt=prompt,
+        max_tokens=max_tokens,
+        stop=_stop(body.get("stop")),
+        seed=_optional_int(body, "seed"),
+        temperature=_temperature(body.get("temperature")),
+        stream=_bool(body, "stream"),
+        include_usage=_include_usage(body),
+    )
+
+
+def _model(body: dict[str, Any]) -> str:
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("'model' is required and must be a non-empty string", param="model")
+    return model
+
+
+def _check_message(message: Any, where: str) -> None:
+    if not isinstance(message, dict):
+        raise BadRequest(f"'{where}' must be an object", param=where)
+    if not isinstance(message.get("role"), str):
+        raise BadRequest(f"'{where}.role' is required and must be a string", param=f"{where}.role")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str | list):
+        raise BadRequest(
+            f"'{where}.content' must be a string or an array of content parts",
+            param=f"{where}.content",
+        )
+
+
+def _max_tokens(body: dict[str, Any], default: int | None = None) -> int | None:
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = body.get(name)
+        if value is None:
+            continue
+        if not _is_int(value) or value < 0:
+            raise BadRequest(f"'{name}' must be a non-negative integer", param=name)
+        return int(value)
+    return default
+
+
+def _completion_prompt(prompt: Any) -> str:
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        return prompt[0]
+    if isinstance(prompt, list) and prompt and all(_is_int(token) for token in prompt):
+        return " ".join(str(token) for token in prompt)
+    if isinstance(prompt, list) and len(prompt) > 1:
+        raise BadRequest("batched prompts are not supported; send one prompt", param="prompt")
+    raise BadRequest("'prompt' must be a string or an array of token ids", param="prompt")
+
+
+def _ollama_generate_prompt(body: dict[str, Any]) -> str:
+    prompt = body.get("prompt") or ""
+    system = body.get("system") or ""
+    if not isinstance(prompt, str) or not isinstance(system, str):
+        raise BadRequest("'prompt' and 'system' must be strings", param="prompt")
+    if body.get("raw"):
+        return prompt
+    messages = [{"role": "system", "content": system}] if system else []
+    return render_chat([*messages, {"role": "user", "content": prompt}])
+
+
+def _stop(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    raise BadRequest("'stop' must be a string or an array of strings", param="stop")
+
+
+def _temperature(value: Any) -> float:
+    if value is None:
+        return 1.0
+    if not _is_number(value) or not 0 <= value <= 2:
+        raise BadRequest("'temperature' must be a number between 0 and 2", param="temperature")
+    return float(value)
+
+
+def _optional_int(body: dict[str, Any], name: str) -> int | None:
+    value = body.get(name)
+    if value is not None and not _is_int(value):
+        raise BadRequest(f"'{name}' must be an integer", param=name)
+    return value
+
+
+def _bool(body: dict[str, Any], name: str) -> bool:
+    value = body.get(name, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise BadRequest(f"'{name}' must be a boolean", param=name)
+    return value
+
+
+def _include_usage(body: dict[str, Any]) -> bool:
+    options = body.get("stream_options")
+    if options is None:
+        return False
+    if not isinstance(options, dict):
+        raise BadRequest("'stream_options' must be an object", param="stream_options")
+    return bool(options.get("include_usage"))
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -1,0 +1,124 @@
+"""The ASGI response that runs a sequence and sends its answer, whole or streamed.
+
+It watches the connection while it works: when the client goes away, the response task is
+cancelled wherever it is waiting (an injected delay, a cold load, the queue, between tokens) and
+the sequence is aborted, so the engine frees its slot and KV blocks at the next step, as vLLM
+does. Starlette's StreamingResponse only notices a disconnect on its next write, which is too late
+for a request that hangs before its first token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from starlette.types import Receive, Scope, Send
+
+from proxy.errors import APIError
+from proxy.sim.engine import Engine, Sequence
+from proxy.sim.formats import WireFormat
+from proxy.sim.requests import GenerationRequest
+from proxy.sim.simulator import Simulator
+
+
+@dataclass
+class SequenceResponse:
+    sim: Simulator
+    request: GenerationRequest
+    format: WireFormat
+    headers: list[tuple[bytes, bytes]]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._done = False
+        self._disconnected = False
+        watcher = asyncio.get_running_loop().create_task(self._watch(receive, task))
+        engine: Engine | None = None
+        seq: Sequence | None = None
+        try:
+            try:
+                engine, seq = await self.sim.start(self.request, self.request.stream)
+            except APIError as error:
+                await self._send_error(send, error)
+                return
+            if self.request.stream:
+                await self._stream(send, seq, engine)
+            else:
+                await self._whole(send, seq, engine)
+        except asyncio.CancelledError:
+            if not self._disconnected:
+                raise
+            task.uncancel()
+            self.sim.disconnects += 1
+        finally:
+            watcher.cancel()
+            if engine is not None and seq is not None:
+                engine.abort(seq)
+                self.sim.host.release(self.request.model)
+
+    async def _watch(self, receive: Receive, task: asyncio.Task[None]) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        if not self._done:
+            self._disconnected = True
+            task.cancel()
+
+    async def _whole(self, send: Send, seq: Sequence, engine: Engine) -> None:
+        await seq.done.wait()
+        body = self.format.whole(seq)
+        drop = self.sim.faults.drop_after_chunks
+        await self._start(send, self.format.media_type(False), len(body))
+        if drop is not None:
+            # The connection dies halfway through the body.
+            await send(
+                {"type": "http.response.body", "body": body[: len(body) // 2], "more_body": True}
+            )
+            return
+        self._done = True
+        await send({"type": "http.response.body", "body": body})
+
+    async def _stream(self, send: Send, seq: Sequence, engine: Engine) -> None:
+        await seq.progress.wait()
+        await self._start(send, self.format.media_type(True), None)
+        sent = 0
+        pieces = 0
+        drop = self.sim.faults.drop_after_chunks
+        buffer = self.format.first()
+        while True:
+            seq.progress.clear()
+            tokens = seq.output.tokens
+            while sent < seq.generated:
+                if drop is not None and pieces >= drop:
+                    await self._body(send, buffer)
+                    return  # uvicorn closes a response that was never completed
+                buffer += self.format.piece(tokens[sent])
+                sent += 1
+                pieces += 1
+            if seq.ended:
+                break
+            await self._body(send, buffer)
+            buffer = b""
+            await seq.progress.wait()
+        self._done = True
+        await send({"type": "http.response.body", "body": buffer + self.format.last(seq)})
+
+    async def _start(self, send: Send, media_type: str, length: int | None) -> None:
+        headers = [(b"content-type", media_type.encode()), *self.headers]
+        if length is not None:
+            headers.append((b"content-length", str(length).encode()))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+    @staticmethod
+    async def _body(send: Send, data: bytes) -> None:
+        if data:
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+
+    async def _send_error(self, send: Send, error: APIError) -> None:
+        body = self.format.error(error, streaming=False)
+        headers = [(b"content-type", b"application/json"), *self.headers]
+        headers += [(k.lower().encode(), v.encode()) for k, v in error.headers.items()]
+        headers.append((b"content-length", str(len(body)).encode()))
+        self._done = True
+        await send({"type": "http.response.start", "status": error.status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

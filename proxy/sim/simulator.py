@@ -1,0 +1,121 @@
+"""One simulated server: its personality, engines, faults, limits and request log.
+
+Request handling is split in two: `admit` runs before the response starts (so unknown models,
+injected errors and rate limits become ordinary error responses), `start` runs inside the response
+(so delays, hangs and cold loads can be interrupted by the client going away).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.errors import APIError, BadRequest, InternalError, Overloaded, RateLimited
+from proxy.sim.engine import Engine, Sequence
+from proxy.sim.faults import Faults
+from proxy.sim.limits import RequestRateLimit
+from proxy.sim.models import ModelHost, unknown_model
+from proxy.sim.profile import EngineProfile, Personality
+from proxy.sim.recorder import RequestLog
+from proxy.sim.requests import GenerationRequest
+from proxy.sim.tokens import natural_length, plan_output, request_seed, tokenize
+
+
+class ContextTooLong(BadRequest):
+    code = "context_length_exceeded"
+
+
+@dataclass
+class Simulator:
+    personality: Personality
+    profile: EngineProfile
+    host: ModelHost
+    clock: Callable[[], float]
+    rng: random.Random
+    faults: Faults = field(default_factory=Faults)
+    log: RequestLog | None = None
+    rate_limit: RequestRateLimit | None = None
+    disconnects: int = 0
+    listener_outages: int = 0
+
+    def admit(self, path: str, headers: dict[str, str], body: Any, model: str) -> None:
+        """Checks made before the response starts; each raises the error the client sees."""
+        if self.log is not None:
+            self.log.record(self.clock(), path, headers, body)
+        if model not in self.host.names:
+            raise unknown_model(model, self.host.names)
+        if self.rate_limit is not None:
+            wait = self.rate_limit.try_acquire(self.clock())
+            if wait is not None:
+                raise RateLimited(
+                    f"Rate limit reached for {model}: {self.rate_limit.per_minute} requests "
+                    f"per minute. Please try again in {wait:.1f}s.",
+                    retry_after=wait,
+                )
+        self._inject(self.faults.draw(self.rng))
+
+    def _inject(self, verdict: str) -> None:
+        if verdict == "rate_limit":
+            raise RateLimited(
+                "simulated rate limit (fault injection)",
+                retry_after=self.faults.retry_after_s,
+            )
+        if verdict == "error":
+            error: APIError
+            if self.faults.error_status == 500:
+                error = InternalError("simulated engine failure (fault injection)")
+            else:
+                error = Overloaded("simulated overload (fault injection)")
+                error.status = self.faults.error_status
+            raise error
+
+    async def start(self, request: GenerationRequest, streaming: bool) -> tuple[Engine, Sequence]:
+        """Wait out injected delays, get the model's engine (loading it if need be), submit."""
+        delay = self.faults.delay_s + self.profile.network_latency_ms / 1000
+        if delay:
+            await asyncio.sleep(delay)
+        engine = await self.host.acquire(request.model, request.keep_alive_s)
+        try:
+            seq = self.sequence(request, engine, streaming)
+            engine.submit(seq)
+        except BaseException:
+            self.host.release(request.model)
+            raise
+        return engine, seq
+
+    def sequence(self, request: GenerationRequest, engine: Engine, streaming: bool) -> Sequence:
+        prompt = tokenize(request.prompt)
+        room = min(self.profile.max_model_len, self.profile.kv_tokens) - len(prompt)
+        wanted = request.max_tokens or 0
+        if room < max(wanted, 1):
+            raise ContextTooLong(
+                f"This model's maximum context length is {self.profile.max_model_len} tokens. "
+                f"However, you requested {len(prompt) + wanted} tokens ({len(prompt)} in the "
+                f"messages, {wanted} in the completion). Please reduce the length of the "
+                "messages or completion.",
+                param="messages",
+            )
+        seed = request_seed(request.model, request.prompt, request.seed, request.temperature)
+        natural = min(
+            natural_length(seed, self.profile.output_tokens, self.profile.output_distribution),
+            room,
+        )
+        output = plan_output(seed, request.max_tokens, natural, request.stop)
+        return Sequence(prompt, output, arrival=self.clock(), streaming=streaming)
+
+    def embedding_sequences(self, engine: Engine, texts: tuple[str, ...]) -> list[Sequence]:
+        seqs = []
+        for text in texts:
+            prompt = tokenize(text) or [" "]
+            if not engine.fits(len(prompt), 0):
+                raise ContextTooLong(
+                    f"input has {len(prompt)} tokens, more than the model's maximum context "
+                    f"length of {self.profile.max_model_len}",
+                    param="input",
+                )
+            output = plan_output(0, 0, 0)
+            seqs.append(Sequence(prompt, output, arrival=self.clock(), prefill_only=True))
+        return seqs

@@ -1,0 +1,152 @@
+"""A deterministic stand-in for a tokenizer, a chat template and a model's output.
+
+Token counts drive everything the simulator models (prefill cost, KV blocks, usage), so they must
+be consistent rather than exact: words, digit groups and punctuation each count as one token, and
+joining the tokens of a text gives the text back, so generated text re-tokenizes to the same tokens
+when a client sends it back in the next turn (which is what lets multi-turn prefixes hit the cache).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+_TOKEN = re.compile(r"<\|[a-z_]+\|>|\s?[A-Za-z]+|\s?\d{1,3}|\s?[^\sA-Za-z\d]|\s+")
+
+# A small vocabulary for generated text; the leading spaces keep the join/tokenize round trip.
+_WORDS = (
+    "the of and to in is that for it as with was on be by this are from at or an which have "
+    "not can all their more one will about there been has when time some into two them only "
+    "other new model tokens request engine cache answer local cloud queue batch prefix memory "
+    "latency throughput value system result first data each state load route policy stream "
+    "simple plan test server client reply order great small large early later fast slow"
+).split()
+_VOCABULARY = tuple(" " + word for word in _WORDS)
+
+
+def tokenize(text: str) -> list[str]:
+    return _TOKEN.findall(text)
+
+
+def count_tokens(text: str) -> int:
+    return len(_TOKEN.findall(text))
+
+
+def render_chat(messages: Sequence[dict[str, Any]]) -> str:
+    """A ChatML-like template: what the engine actually prefills for a chat request."""
+    parts = [
+        f"<|im_start|>{message.get('role', 'user')}\n{message_text(message)}<|im_end|>\n"
+        for message in messages
+    ]
+    parts.append("<|im_start|>assistant\n")
+    return "".join(parts)
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """A message's text; content parts other than text are counted by their JSON-ish form."""
+    content = message.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return " ".join(
+        str(part.get("text", "")) if isinstance(part, dict) else str(part) for part in content
+    )
+
+
+@dataclass(frozen=True)
+class OutputPlan:
+    """The whole answer a sequence will produce, decided when it arrives."""
+
+    tokens: tuple[str, ...]
+    finish_reason: str  # "stop" or "length"
+
+    @property
+    def text(self) -> str:
+        return "".join(self.tokens)
+
+
+def request_seed(model: str, prompt: str, seed: int | None, temperature: float) -> int:
+    """Same request, same answer; sampling with temperature > 0 and no seed varies per call."""
+    if seed is None and temperature > 0:
+        return random.getrandbits(64)
+    digest = hashlib.blake2b(f"{model}\x00{seed}\x00{prompt}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def plan_output(
+    seed: int,
+    max_tokens: int | None,
+    natural_length: int,
+    stop: Sequence[str] = (),
+) -> OutputPlan:
+    """Generate `max_tokens` tokens (finish "length") or a natural answer that ends with "stop".
+
+    A stop string cuts the text just before it, as the engines do.
+    """
+    rng = random.Random(seed)
+    capped = max_tokens is not None and max_tokens <= natural_length
+    length = max_tokens if capped and max_tokens is not None else natural_length
+    tokens = [_sentence_word(rng, i) for i in range(length)]
+    finish_reason = "length" if capped else "stop"
+    for i, token in enumerate(tokens):
+        if token == "." and i + 1 < length and tokens[i + 1] != ".":
+            tokens[i + 1] = " " + tokens[i + 1][1:].capitalize()
+    if stop:
+        cut = _cut_at_stop(tokens, stop)
+        if cut is not None:
+            return OutputPlan(tuple(cut), "stop")
+    return OutputPlan(tuple(tokens), finish_reason)
+
+
+def _sentence_word(rng: random.Random, index: int) -> str:
+    if index > 0 and rng.random() < 0.08:
+        return "."
+    return rng.choice(_VOCABULARY)
+
+
+def _cut_at_stop(tokens: list[str], stop: Sequence[str]) -> list[str] | None:
+    text = "".join(tokens)
+    positions = [text.find(s) for s in stop if s and s in text]
+    if not positions:
+        return None
+    end = min(positions)
+    kept: list[str] = []
+    used = 0
+    for token in tokens:
+        if used + len(token) > end:
+            if end > used:
+                kept.append(token[: end - used])
+            break
+        kept.append(token)
+        used += len(token)
+    return kept
+
+
+def natural_length(seed: int, mean: int, distribution: str) -> int:
+    """How long an unconstrained answer is: the profile's output-length distribution."""
+    rng = random.Random(seed ^ 0x5EED)
+    if distribution == "fixed":
+        return mean
+    if distribution == "uniform":
+        return max(1, rng.randint(mean // 2, mean + mean // 2))
+    return max(1, round(rng.expovariate(1 / mean)))
+
+
+def embed(text: str, dim: int) -> list[float]:
+    """A hashed bag of words, normalised: deterministic, and similar texts get similar vectors."""
+    vector = [0.0] * dim
+    for token in tokenize(text.lower()):
+        word = token.strip()
+        if not word:
+            continue
+        h = zlib.crc32(word.encode())
+        vector[h % dim] += 1.0 if h & 0x80000000 else -1.0
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    return [v / norm for v in vector]
