@@ -87,3 +87,14 @@ def running(
 def sim(*args: str) -> contextlib.AbstractContextManager[Process]:
     """`overspill sim --port 0 ARGS...` as a running process."""
     return running(overspill_command("sim", "--port", "0", *args))
+
+
+# Simulator timings used by most tests: fast enough for a 2-core CI, slow enough to measure.
+FAST_ENGINE = (
+    "--decode-base-ms",
+    "2",
+    "--decode-per-seq-ms",
+    "0.1",
+    "--prefill-ms-per-token",
+    "0.01",
+)
