@@ -43,6 +43,7 @@ class Sequence:
     computed: int = 0  # context tokens whose KV is computed
     generated: int = 0
     cached_tokens: int = 0
+    counted: bool = False  # its prompt is in the stats (admitted once already)
     first_token_at: float | None = None
     finished_at: float | None = None
     aborted: bool = False
@@ -121,10 +122,13 @@ class Engine:
     # -- one step, in two halves -------------------------------------------------------------
 
     def schedule(self) -> StepPlan:
+        """Running sequences first (as vLLM V1), then newcomers with what budget is left."""
         self._drop_aborted()
-        self._admit()
-        work = self._batch()
-        decodes = sum(1 for seq, _ in work if seq.first_token_at is not None and _ == 1)
+        preemptions = self.stats.preemptions
+        work, budget = self._schedule_running(self.profile.max_batched_tokens)
+        if self.stats.preemptions == preemptions:  # no room was short: admit newcomers
+            work += self._schedule_waiting(budget)
+        decodes = sum(1 for seq, n in work if seq.first_token_at is not None and n == 1)
         tokens = sum(n for _, n in work)
         duration = self.profile.step_ms(len(work), tokens - decodes)
         self.stats.steps += 1
@@ -156,32 +160,7 @@ class Engine:
             seq.blocks = []
             self._finish(seq, "abort", now)
 
-    def _admit(self) -> None:
-        block_size = self.profile.block_size
-        while self.waiting and len(self.running) < self.profile.max_seqs:
-            seq = self.waiting[0]
-            context_len = seq.context_len
-            # At least one token is always computed, so a fully cached prompt still runs once.
-            usable = (context_len - 1) // block_size
-            hits = self.pool.match_prefix(seq.hashes[:usable])
-            needed = -(-context_len // block_size) - len(hits)
-            if not self.pool.can_allocate(hits, needed):
-                break  # head-of-line: later requests wait too, as in vLLM
-            self.waiting.popleft()
-            self.pool.hold(hits)
-            seq.blocks = hits + self.pool.allocate(needed)
-            seq.computed = len(hits) * block_size
-            seq.committed = len(hits)
-            seq.state = "running"
-            if seq.first_token_at is None:
-                seq.cached_tokens = seq.computed
-                self.stats.prompt_tokens += len(seq.prompt)
-                self.stats.prefix_queries += len(seq.prompt)
-                self.stats.prefix_hits += seq.computed
-            self.running.append(seq)
-
-    def _batch(self) -> list[tuple[Sequence, int]]:
-        budget = self.profile.max_batched_tokens
+    def _schedule_running(self, budget: int) -> tuple[list[tuple[Sequence, int]], int]:
         work: list[tuple[Sequence, int]] = []
         decoding = [s for s in self.running if s.context_len - s.computed == 1]
         prefilling = [s for s in self.running if s.context_len - s.computed > 1]
@@ -196,7 +175,44 @@ class Engine:
             work.append((seq, tokens))
             budget -= tokens
         # A sequence scheduled early in the loop may have been preempted to make room later.
-        return [(seq, tokens) for seq, tokens in work if seq.state == "running"]
+        kept = [(seq, tokens) for seq, tokens in work if seq.state == "running"]
+        return kept, budget + sum(n for seq, n in work if seq.state != "running")
+
+    def _schedule_waiting(self, budget: int) -> list[tuple[Sequence, int]]:
+        work: list[tuple[Sequence, int]] = []
+        while budget > 0 and self.waiting and len(self.running) < self.profile.max_seqs:
+            seq = self.waiting[0]
+            if not self._admit(seq):
+                break  # head-of-line: later requests wait too, as in vLLM
+            tokens = min(seq.context_len - seq.computed, budget)
+            work.append((seq, tokens))
+            budget -= tokens
+        return work
+
+    def _admit(self, seq: Sequence) -> bool:
+        """Give `seq` its cached prefix and blocks for the rest of its context, if they fit."""
+        block_size = self.profile.block_size
+        context_len = seq.context_len
+        # At least one token is always computed, so a fully cached prompt still runs once.
+        usable = (context_len - 1) // block_size
+        hits = self.pool.match_prefix(seq.hashes[:usable])
+        needed = -(-context_len // block_size) - len(hits)
+        if not self.pool.can_allocate(hits, needed):
+            return False
+        self.waiting.popleft()
+        self.pool.hold(hits)
+        seq.blocks = hits + self.pool.allocate(needed)
+        seq.computed = len(hits) * block_size
+        seq.committed = len(hits)
+        seq.state = "running"
+        self.running.append(seq)
+        if not seq.counted:  # a preempted sequence coming back is not a new prompt
+            seq.counted = True
+            seq.cached_tokens = seq.computed
+            self.stats.prompt_tokens += len(seq.prompt)
+            self.stats.prefix_queries += len(seq.prompt)
+            self.stats.prefix_hits += seq.computed
+        return True
 
     def _reserve(self, seq: Sequence, tokens: int) -> bool:
         """Make room for `tokens` of KV, preempting the newest sequences if the cache is full."""

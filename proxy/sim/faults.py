@@ -19,9 +19,9 @@ Verdict = Literal["ok", "error", "rate_limit"]
 
 @dataclass(frozen=True)
 class Faults:
-    error_rate: float = 0.0  # share of requests answered with error_status
-    error_status: int = 500  # 500 or 503
     rate_limit_rate: float = 0.0  # share of requests answered 429 (a 429 storm at 1.0)
+    error_rate: float = 0.0  # share of the requests not rate-limited that fail with error_status
+    error_status: int = 500  # 500, 502, 503 or 504
     retry_after_s: float = 1.0  # Retry-After sent with injected 429s
     extra_latency_ms: float = 0.0  # added before the first token of every request
     hang_s: float = 0.0  # every request hangs this long before its first token (0: off)

@@ -32,18 +32,21 @@ def chain_hashes(tokens: Sequence[str], block_size: int, parent: int | None = No
 class BlockPool:
     def __init__(self, num_blocks: int) -> None:
         self.num_blocks = num_blocks
-        # Blocks nobody holds, oldest first: the next to be handed out (and so evicted).
-        self._free: OrderedDict[int, Block] = OrderedDict((i, Block(i)) for i in range(num_blocks))
+        # Blocks are made on first use, so a cloud-sized cache costs nothing up front.
+        self._never_used = num_blocks
+        # Blocks released by their last holder: uncached ones first, then cached ones oldest
+        # first, which is the order they are handed out again (and so evicted).
+        self._free: OrderedDict[int, Block] = OrderedDict()
         self._cached: dict[int, Block] = {}
 
     @property
     def free_blocks(self) -> int:
-        return len(self._free)
+        return len(self._free) + self._never_used
 
     @property
     def usage(self) -> float:
         """Share of blocks held by sequences (cached but unheld blocks count as free)."""
-        return 1.0 - len(self._free) / self.num_blocks
+        return 1.0 - self.free_blocks / self.num_blocks
 
     def match_prefix(self, hashes: Sequence[int]) -> list[Block]:
         """The cached blocks that cover the longest prefix of `hashes`."""
@@ -58,7 +61,7 @@ class BlockPool:
     def can_allocate(self, hits: Sequence[Block], new_blocks: int) -> bool:
         """Whether `hits` can be held and `new_blocks` more handed out at once."""
         unheld_hits = sum(1 for block in hits if block.refs == 0)
-        return len(self._free) - unheld_hits >= new_blocks
+        return self.free_blocks - unheld_hits >= new_blocks
 
     def hold(self, blocks: Sequence[Block]) -> None:
         for block in blocks:
@@ -70,14 +73,22 @@ class BlockPool:
         """Hand out `count` blocks, evicting cached ones if need be; the caller checked room."""
         blocks = []
         for _ in range(count):
-            _, block = self._free.popitem(last=False)
-            if block.hash is not None:
-                if self._cached.get(block.hash) is block:
-                    del self._cached[block.hash]
-                block.hash = None
+            block = self._take()
             block.refs = 1
             blocks.append(block)
         return blocks
+
+    def _take(self) -> Block:
+        if self._free and next(iter(self._free.values())).hash is None:
+            return self._free.popitem(last=False)[1]
+        if self._never_used:
+            self._never_used -= 1
+            return Block(self.num_blocks - self._never_used - 1)
+        _, block = self._free.popitem(last=False)  # evict the least recently freed
+        if block.hash is not None and self._cached.get(block.hash) is block:
+            del self._cached[block.hash]
+        block.hash = None
+        return block
 
     def release(self, blocks: Sequence[Block]) -> None:
         """Drop a sequence's hold; cached blocks go to the back of the eviction order."""

@@ -18,7 +18,7 @@ class RequestRateLimit:
             self.tokens, self.updated = float(self.per_minute), now
         self.tokens = min(float(self.per_minute), self.tokens + (now - self.updated) * rate)
         self.updated = now
-        if self.tokens >= 1:
+        if self.tokens >= 1 - 1e-9:  # a caller who waited exactly the advertised time gets in
             self.tokens -= 1
             return None
         return (1 - self.tokens) / rate

@@ -90,6 +90,10 @@ def _problems(profile: EngineProfile) -> list[str]:
         for name in non_negative
         if getattr(profile, name) < 0
     ]
+    if profile.max_waiting is not None and profile.max_waiting < 0:
+        problems.append(f"max_waiting must not be negative, got {profile.max_waiting}")
+    if profile.rate_limit_rpm is not None and profile.rate_limit_rpm < 1:
+        problems.append(f"rate_limit_rpm must be at least 1, got {profile.rate_limit_rpm}")
     if profile.kv_tokens < profile.block_size:
         problems.append("kv_tokens must hold at least one block")
     if profile.output_distribution not in ("fixed", "uniform", "exponential"):

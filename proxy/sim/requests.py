@@ -7,6 +7,7 @@ are accepted and ignored, as an engine that supports them would not fail on them
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,21 +106,27 @@ def parse_ollama(body: dict[str, Any], chat: bool) -> GenerationRequest:
     )
 
 
+_GO_DURATION = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
+_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
 def parse_keep_alive(value: Any) -> float | None:
-    """Ollama's keep_alive: seconds as a number, or a duration such as "5m", "1h", "30s"."""
+    """Ollama's keep_alive: seconds as a number, or a Go duration string ("5m", "1h30m", "0").
+
+    A negative duration keeps the model loaded for ever, as Ollama does.
+    """
     if value is None:
         return None
     if _is_number(value):
         return float(value)
     if isinstance(value, str):
-        units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-        for suffix in sorted(units, key=len, reverse=True):
-            number = value.removesuffix(suffix)
-            if number != value:
-                try:
-                    return float(number) * units[suffix]
-                except ValueError:
-                    break
+        sign = -1.0 if value.startswith("-") else 1.0
+        text = value.lstrip("+-")
+        if text == "0":
+            return 0.0
+        parts = _GO_DURATION.findall(text)
+        if parts and "".join(number + unit for number, unit in parts) == text:
+            return sign * sum(float(number) * _GO_UNITS[unit] for number, unit in parts)
     raise BadRequest(f"invalid keep_alive duration: {value!r}", param="keep_alive")
 
 

@@ -17,7 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-_TOKEN = re.compile(r"<\|[a-z_]+\|>|\s?[A-Za-z]+|\s?\d{1,3}|\s?[^\sA-Za-z\d]|\s+")
+# Special markers whole; a word, digit group or symbol with at most one leading space; runs of
+# whitespace leave their last space to the word after them (as GPT-2's pattern does), so a text
+# tokenizes the same whether or not it is split at a space.
+_TOKEN = re.compile(
+    r"<\|[a-z_]+\|>| ?[A-Za-z]+| ?\d{1,3}| ?(?!<\|[a-z_]+\|>)[^\sA-Za-z\d]|\s+(?!\S)|\s+"
+)
 
 # A small vocabulary for generated text; the leading spaces keep the join/tokenize round trip.
 _WORDS = (
