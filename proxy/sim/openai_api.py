@@ -41,7 +41,8 @@ async def _generate(request: Request, chat: bool) -> SequenceResponse:
     sim.admit(request.url.path, dict(request.headers), body, parsed.model)
     rid = request_id(request)
     wire = OpenAIFormat(rid, parsed.model, chat=chat, include_usage=parsed.include_usage)
-    return SequenceResponse(sim, parsed, wire, echo_headers(rid))
+    early = sim.personality == "vllm"
+    return SequenceResponse(sim, parsed, wire, echo_headers(rid), headers_first=early)
 
 
 async def embeddings(request: Request) -> Response:

@@ -9,13 +9,13 @@ for a request that hangs before its first token.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 from starlette.types import Receive, Scope, Send
 
+from proxy.disconnect import DisconnectWatch
 from proxy.errors import APIError
-from proxy.sim.engine import Engine, Sequence
+from proxy.sim.engine import Sequence
 from proxy.sim.formats import WireFormat
 from proxy.sim.requests import GenerationRequest
 from proxy.sim.simulator import Simulator
@@ -27,44 +27,33 @@ class SequenceResponse:
     request: GenerationRequest
     format: WireFormat
     headers: list[tuple[bytes, bytes]]
+    # vLLM sends a stream's headers as soon as it accepts the request; Ollama and hosted APIs
+    # with the first chunk.
+    headers_first: bool = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._done = False
-        self._disconnected = False
-        watcher = asyncio.get_running_loop().create_task(self._watch(receive, task))
-        engine: Engine | None = None
-        seq: Sequence | None = None
-        try:
-            try:
-                engine, seq = await self.sim.start(self.request, self.request.stream)
-            except APIError as error:
-                await self._send_error(send, error)
-                return
-            if self.request.stream:
-                await self._stream(send, seq, engine)
-            else:
-                await self._whole(send, seq, engine)
-        except asyncio.CancelledError:
-            if not self._disconnected:
-                raise
-            task.uncancel()
+        async with DisconnectWatch(receive) as watch:
+            self._watch = watch
+            await self._respond(send)
+        if watch.disconnected:
             self.sim.disconnects += 1
+
+    async def _respond(self, send: Send) -> None:
+        try:
+            engine, seq = await self.sim.start(self.request, self.request.stream)
+        except APIError as error:
+            await self._send_error(send, error)
+            return
+        try:
+            if self.request.stream:
+                await self._stream(send, seq)
+            else:
+                await self._whole(send, seq)
         finally:
-            watcher.cancel()
-            if engine is not None and seq is not None:
-                engine.abort(seq)
-                self.sim.host.release(self.request.model)
+            engine.abort(seq)  # a no-op for a sequence that finished
+            self.sim.host.release(self.request.model)
 
-    async def _watch(self, receive: Receive, task: asyncio.Task[None]) -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        if not self._done:
-            self._disconnected = True
-            task.cancel()
-
-    async def _whole(self, send: Send, seq: Sequence, engine: Engine) -> None:
+    async def _whole(self, send: Send, seq: Sequence) -> None:
         await seq.done.wait()
         body = self.format.whole(seq)
         drop = self.sim.faults.drop_after_chunks
@@ -75,11 +64,12 @@ class SequenceResponse:
                 {"type": "http.response.body", "body": body[: len(body) // 2], "more_body": True}
             )
             return
-        self._done = True
+        self._watch.finish()
         await send({"type": "http.response.body", "body": body})
 
-    async def _stream(self, send: Send, seq: Sequence, engine: Engine) -> None:
-        await seq.progress.wait()
+    async def _stream(self, send: Send, seq: Sequence) -> None:
+        if not self.headers_first:
+            await seq.progress.wait()
         await self._start(send, self.format.media_type(True), None)
         sent = 0
         pieces = 0
@@ -100,7 +90,7 @@ class SequenceResponse:
             await self._body(send, buffer)
             buffer = b""
             await seq.progress.wait()
-        self._done = True
+        self._watch.finish()
         await send({"type": "http.response.body", "body": buffer + self.format.last(seq)})
 
     async def _start(self, send: Send, media_type: str, length: int | None) -> None:
@@ -119,6 +109,6 @@ class SequenceResponse:
         headers = [(b"content-type", b"application/json"), *self.headers]
         headers += [(k.lower().encode(), v.encode()) for k, v in error.headers.items()]
         headers.append((b"content-length", str(len(body)).encode()))
-        self._done = True
+        self._watch.finish()
         await send({"type": "http.response.start", "status": error.status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
