@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from proxy import serve
 from proxy.sim import cli as sim_cli
 
 
@@ -14,6 +15,7 @@ def main(argv: list[str] | None = None) -> int:
         description="OpenAI-compatible routing proxy over local engines, overflowing to the cloud.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    serve.add_parser(commands)
     sim_cli.add_parser(commands)
     args = parser.parse_args(argv)
     code: int = args.run(args)

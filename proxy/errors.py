@@ -98,3 +98,72 @@ def error_body(
 ) -> dict[str, Any]:
     """OpenAI's error object."""
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+class NoBackend(APIError):
+    """No target can take the request; the message says why, backend by backend."""
+
+    status = 503
+    type = "server_error"
+    code = "no_backend_available"
+
+
+class UpstreamError(APIError):
+    """Something went wrong talking to an engine; `retryable` if nothing reached the client."""
+
+    status = 502
+    type = "upstream_error"
+    code = "upstream_error"
+    retryable = False
+
+
+class UpstreamUnavailable(UpstreamError):
+    """The engine could not be reached (connection refused, reset, DNS): safe to try elsewhere."""
+
+    code = "upstream_unavailable"
+    retryable = True
+
+
+class UpstreamTimeout(UpstreamError):
+    status = 504
+    code = "upstream_timeout"
+
+
+class UpstreamDropped(UpstreamError):
+    """The engine closed the connection in the middle of its answer."""
+
+    code = "upstream_dropped"
+
+
+class UpstreamStatus(UpstreamError):
+    """The engine answered with an error status.
+
+    Client errors (4xx: bad request, unknown model, context too long, 429) pass through with the
+    engine's own body, which already speaks OpenAI. An engine's internal failure is the gateway's
+    502, its 503 stays a 503 (retry later), each with a message naming the backend.
+    """
+
+    def __init__(self, backend: str, status: int, body: bytes | None, headers: dict[str, str]):
+        detail = _error_message(body)
+        super().__init__(f"{backend} answered {status}: {detail}", headers=headers)
+        self.upstream_status = status
+        self.status = status if status < 500 or status == 503 else 502
+        self.upstream_body = body if status < 500 and detail != "" else None
+        self.retryable = status >= 500 or status == 429
+        if status == 503:
+            self.code = "upstream_overloaded"
+
+    def render(self) -> bytes:
+        return self.upstream_body if self.upstream_body is not None else super().render()
+
+
+def _error_message(body: bytes | None) -> str:
+    """The message inside an OpenAI-shaped error body, else the body's start, else ""."""
+    if not body:
+        return ""
+    try:
+        parsed = orjson.loads(body)
+        message = parsed["error"]["message"]
+        return str(message)
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return body[:200].decode(errors="replace")

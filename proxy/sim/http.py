@@ -9,23 +9,14 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from proxy.errors import APIError, PayloadTooLarge
+from proxy.bodies import read_body
+from proxy.errors import APIError
 from proxy.sim.requests import decode_json
 
 
 async def read_json(request: Request, limit: int) -> dict[str, Any]:
     """The body as a JSON object; 413 past `limit` bytes, without reading the rest."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"request body of {declared} bytes exceeds the limit of {limit}")
-    chunks = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
-    return decode_json(b"".join(chunks))
+    return decode_json(await read_body(request, limit))
 
 
 def json_response(

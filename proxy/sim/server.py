@@ -1,51 +1,19 @@
-"""Serve a simulator app with uvicorn on a socket we own, so the listener can go down and up.
-
-Binding the socket ourselves also makes `--port 0` race-free: the chosen port is printed on the
-first line of output, and connections made from then on wait in the backlog until served.
-"""
+"""The simulator's server: uvicorn on a socket we own, so the listener can go down and up."""
 
 from __future__ import annotations
 
 import asyncio
-import socket
 import sys
 
-import uvicorn
 from starlette.applications import Starlette
 
-
-def bind(host: str, port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
-    sock.setblocking(False)
-    return sock
+from proxy.serving import Server, bind
 
 
-class SimServer:
+class SimServer(Server):
     def __init__(self, app: Starlette, host: str, port: int, log_level: str = "warning") -> None:
-        self.sock = bind(host, port)
-        self.host, self.port = self.sock.getsockname()[:2]
-        config = uvicorn.Config(
-            app,
-            loop="uvloop",
-            http="httptools",
-            lifespan="on",
-            log_level=log_level,
-            access_log=False,
-            timeout_graceful_shutdown=1,
-            backlog=2048,
-        )
-        self.server = uvicorn.Server(config)
+        super().__init__(app, host, port, log_level)
         app.state.listener = self
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def run(self) -> None:
-        self.server.run(sockets=[self.sock])
 
     async def outage(self, seconds: float) -> None:
         """A full stop: refuse new connections and cut open ones, then listen again."""

@@ -1,0 +1,61 @@
+"""build_app(policy) -> the proxy's ASGI app: routes, one Services object, error rendering."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp
+
+from policies.model import Policy
+from proxy.errors import APIError, InternalError, error_body
+from proxy.handlers import ROUTES, json_response
+from proxy.middleware import RequestContext
+from proxy.services import Services
+
+log = logging.getLogger("overspill")
+
+
+def build_app(policy: Policy) -> ASGIApp:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        app.state.services = await Services.start(policy)
+        try:
+            yield
+        finally:
+            await app.state.services.stop()
+
+    app = Starlette(
+        routes=ROUTES,
+        lifespan=lifespan,
+        exception_handlers={
+            APIError: _api_error,
+            HTTPException: _http_error,
+            Exception: _unexpected,
+        },
+    )
+    return RequestContext(app)
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, APIError)
+    request.state.error = exc.code or exc.type
+    return Response(exc.render(), exc.status, exc.headers, media_type="application/json")
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    kind = "not_found" if exc.status_code == 404 else "invalid_request_error"
+    message = f"{request.method} {request.url.path}: {exc.detail}"
+    return json_response(error_body(message, kind), exc.status_code)
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unexpected error on %s", request.url.path, exc_info=exc)
+    error = InternalError(f"internal error ({type(exc).__name__}); see the proxy's log")
+    return Response(error.render(), error.status, media_type="application/json")

@@ -1,0 +1,127 @@
+"""Thin endpoints: read and parse the request, hand it to the pipeline, or report state."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from proxy.bodies import read_body
+from proxy.disconnect import DisconnectWatch
+from proxy.errors import APIError, InternalError
+from proxy.pipeline import Pipeline
+from proxy.reply import Reply
+from proxy.schema import Endpoint, ProxyRequest, parse_request
+from proxy.services import Services
+
+log = logging.getLogger("overspill")
+
+
+def json_response(payload: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(payload), status, media_type="application/json")
+
+
+def _services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+@dataclass
+class PipelineResponse:
+    """Runs the pipeline inside the response, watching for the client to leave meanwhile."""
+
+    pipeline: Pipeline
+    request: ProxyRequest
+    request_id: str
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with DisconnectWatch(receive) as watch:
+            reply = Reply(send, watch, scope["state"])
+            try:
+                await self.pipeline.run(self.request, reply, self.request_id)
+            except APIError as error:
+                await reply.fail(error)
+            except Exception as exc:  # a bug of ours: still an OpenAI-shaped answer, and a log
+                log.exception("request %s failed", self.request_id, exc_info=exc)
+                await reply.fail(InternalError(f"internal error ({type(exc).__name__})"))
+        if watch.disconnected:
+            scope["state"]["error"] = "client_disconnected"
+
+
+def _endpoint(endpoint: Endpoint) -> Any:
+    async def handle(request: Request) -> PipelineResponse:
+        services = _services(request)
+        raw = await read_body(request, services.policy.server.max_body_bytes)
+        parsed = parse_request(endpoint, raw)
+        return PipelineResponse(services.pipeline, parsed, request.state.request_id)
+
+    return handle
+
+
+async def list_models(request: Request) -> Response:
+    models = _services(request).backends.snapshot().public_models()
+    data = [{"id": m, "object": "model", "created": 0, "owned_by": "overspill"} for m in models]
+    return json_response({"object": "list", "data": data})
+
+
+async def healthz(request: Request) -> Response:
+    return json_response({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    snapshot = _services(request).backends.snapshot()
+    usable = [b.name for b in snapshot.backends if b.healthy]
+    down = {b.name: b.error for b in snapshot.backends if not b.healthy}
+    status = 200 if usable else 503
+    return json_response({"ready": bool(usable), "usable": usable, "down": down}, status)
+
+
+async def admin_status(request: Request) -> Response:
+    services = _services(request)
+    backends = []
+    for backend in services.policy.backends:
+        view = services.backends[backend.name].view()
+        backends.append(
+            {
+                "name": backend.name,
+                "kind": backend.kind,
+                "url": backend.url,
+                "healthy": view.healthy,
+                "error": view.error,
+                "models": view.models,
+                "in_flight": view.in_flight,
+                "load": {
+                    "running": view.running,
+                    "waiting": view.waiting,
+                    "kv_cache_usage": view.kv_cache_usage,
+                    "loaded_models": sorted(view.loaded_models)
+                    if view.loaded_models is not None
+                    else None,
+                },
+            }
+        )
+    return json_response(
+        {
+            "policy": services.policy.source,
+            "uptime_s": round(time.monotonic() - services.started, 3),
+            "backends": backends,
+        }
+    )
+
+
+ROUTES = [
+    Route("/v1/chat/completions", _endpoint("chat"), methods=["POST"]),
+    Route("/v1/completions", _endpoint("completions"), methods=["POST"]),
+    Route("/v1/embeddings", _endpoint("embeddings"), methods=["POST"]),
+    Route("/v1/models", list_models, methods=["GET"]),
+    Route("/healthz", healthz, methods=["GET"]),
+    Route("/readyz", readyz, methods=["GET"]),
+    Route("/admin/status", admin_status, methods=["GET"]),
+]

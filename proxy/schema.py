@@ -1,0 +1,107 @@
+"""OpenAI request bodies -> ProxyRequest, checking only what the proxy relies on (pure).
+
+The body is forwarded as it came (tools, response_format, logprobs, seed and any field a newer
+API adds pass through untouched); only the fields routing reads are validated, with a 400 that
+names the parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from proxy.errors import BadRequest
+
+Endpoint = Literal["chat", "completions", "embeddings"]
+PATHS: dict[Endpoint, str] = {
+    "chat": "/v1/chat/completions",
+    "completions": "/v1/completions",
+    "embeddings": "/v1/embeddings",
+}
+
+
+@dataclass(frozen=True)
+class ProxyRequest:
+    endpoint: Endpoint
+    model: str
+    stream: bool
+    body: dict[str, Any]
+
+    @property
+    def path(self) -> str:
+        return PATHS[self.endpoint]
+
+    def upstream_body(self, upstream_model: str) -> bytes:
+        if upstream_model == self.model:
+            return orjson.dumps(self.body)
+        return orjson.dumps({**self.body, "model": upstream_model})
+
+
+def parse_request(endpoint: Endpoint, raw: bytes) -> ProxyRequest:
+    body = _json_object(raw)
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("'model' is required and must be a non-empty string", param="model")
+    _CHECKS[endpoint](body)
+    stream = body.get("stream", False)
+    if stream is not None and not isinstance(stream, bool):
+        raise BadRequest("'stream' must be a boolean", param="stream")
+    if endpoint == "embeddings" and stream:
+        raise BadRequest("embeddings cannot be streamed", param="stream")
+    _check_optional_int(body, "max_tokens")
+    _check_optional_int(body, "max_completion_tokens")
+    return ProxyRequest(endpoint, model, bool(stream), body)
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
+    return body
+
+
+def _check_chat(body: dict[str, Any]) -> None:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty array", param="messages")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise BadRequest(f"'messages[{i}]' must be an object", param=f"messages[{i}]")
+        if not isinstance(message.get("role"), str):
+            raise BadRequest(
+                f"'messages[{i}].role' is required and must be a string",
+                param=f"messages[{i}].role",
+            )
+        content = message.get("content")
+        if content is not None and not isinstance(content, str | list):
+            raise BadRequest(
+                f"'messages[{i}].content' must be a string or an array of content parts",
+                param=f"messages[{i}].content",
+            )
+
+
+def _check_completions(body: dict[str, Any]) -> None:
+    prompt = body.get("prompt")
+    if not isinstance(prompt, str | list):
+        raise BadRequest("'prompt' must be a string or an array", param="prompt")
+
+
+def _check_embeddings(body: dict[str, Any]) -> None:
+    if not isinstance(body.get("input"), str | list):
+        raise BadRequest("'input' must be a string or an array", param="input")
+
+
+_CHECKS = {"chat": _check_chat, "completions": _check_completions, "embeddings": _check_embeddings}
+
+
+def _check_optional_int(body: dict[str, Any], name: str) -> None:
+    value = body.get(name)
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadRequest(f"'{name}' must be a non-negative integer", param=name)

@@ -1,0 +1,33 @@
+"""The one object the app's lifespan builds and every handler reads: no globals, no singletons."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+
+from policies.model import Policy
+from proxy.backends import Backends
+from proxy.pipeline import Pipeline
+from proxy.upstream import Upstream
+
+
+@dataclass
+class Services:
+    policy: Policy
+    upstream: Upstream
+    backends: Backends
+    pipeline: Pipeline
+    started: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    async def start(cls, policy: Policy) -> Services:
+        upstream = Upstream(policy.timeouts)
+        backends = Backends(policy.backends, upstream, policy.server.probe_interval_s)
+        await backends.start()
+        pipeline = Pipeline(policy, backends, upstream, random.Random())
+        return cls(policy, upstream, backends, pipeline)
+
+    async def stop(self) -> None:
+        await self.backends.stop()
+        await self.upstream.close()

@@ -1,0 +1,46 @@
+"""Run an ASGI app with uvicorn on a socket bound beforehand.
+
+Binding first makes `--port 0` race-free (the chosen port is printed on the first line, and
+connections made from then on wait in the backlog until served) and lets a server close and reopen
+its listener (the simulator's outage fault).
+"""
+
+from __future__ import annotations
+
+import socket
+
+import uvicorn
+from starlette.types import ASGIApp
+
+
+def bind(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+class Server:
+    def __init__(self, app: ASGIApp, host: str, port: int, log_level: str = "warning") -> None:
+        self.sock = bind(host, port)
+        self.host, self.port = self.sock.getsockname()[:2]
+        config = uvicorn.Config(
+            app,
+            loop="uvloop",
+            http="httptools",
+            lifespan="on",
+            log_level=log_level,
+            access_log=False,
+            timeout_graceful_shutdown=2,
+            backlog=2048,
+        )
+        self.server = uvicorn.Server(config)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def run(self) -> None:
+        self.server.run(sockets=[self.sock])
