@@ -46,10 +46,18 @@ def decide(model: str, snapshot: LoadSnapshot, rng: random.Random) -> RoutingPla
             reasons.append(f"unhealthy: {backend.name} ({backend.error or 'not answering'})")
     ranked = sorted(usable, key=lambda b: _rank(b, model, rng))
     if ranked:
-        first = ranked[0]
-        reasons.insert(0, f"least outstanding: {first.name} ({first.outstanding} outstanding)")
+        reasons.insert(0, _why_first(ranked, model))
     targets = tuple(Target(b.name, b.models[model]) for b in ranked)
     return RoutingPlan(model, targets, tuple(reasons))
+
+
+def _why_first(ranked: list[BackendLoad], model: str) -> str:
+    first = ranked[0]
+    warm = first.has_loaded(first.models[model]) is True
+    colder = [b for b in ranked[1:] if b.has_loaded(b.models[model]) is False]
+    if warm and colder and any(b.outstanding < first.outstanding for b in colder):
+        return f"model loaded: {first.name} ({first.outstanding} outstanding, others would load it)"
+    return f"least outstanding: {first.name} ({first.outstanding} outstanding)"
 
 
 def _rank(backend: BackendLoad, model: str, rng: random.Random) -> tuple[bool, int, float]:

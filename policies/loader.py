@@ -183,7 +183,7 @@ class _Reader:
         for i, entry in enumerate(raw):
             values = self.fields(entry, f"backends[{i}]", BACKEND)
             values["models"] = self.models(values["models"], f"backends[{i}].models")
-            if values["name"] in seen:
+            if values["name"] is not None and values["name"] in seen:
                 self.problem(f"backends[{i}].name", f"duplicate backend name {values['name']!r}")
             seen.add(values["name"])
             if values["url"]:

@@ -17,17 +17,23 @@ def locate(text: str, path: str) -> int | None:
     """1-based line of `path` (e.g. "backends[1].kind", "server.port") in `text`, if found."""
     lines = text.splitlines()
     parts = [(m.group(1), m.group(2)) for m in _PATH_PART.finditer(path)]
+    if parts[-1][1] is not None:  # the path names an array-of-tables entry itself
+        entry = _table_start(lines, parts)
+        return None if entry is None else entry + 1
     table_parts, key = parts[:-1], parts[-1][0]
     start = _table_start(lines, table_parts)
     if start is None:
         return None
-    if parts[-1][1] is not None:  # the path names an array-of-tables entry itself
-        return _table_start(lines, parts)
+    table = ".".join(p for p, _ in table_parts)
+    own_header = f"{table}.{key}" if table else key
     for number in range(start, len(lines)):
         line = lines[number]
-        if number > start and _HEADER.match(line):
+        header = _HEADER.match(line)
+        if header and header.group(1).replace('"', "") == own_header:
+            return number + 1  # the key is a table of its own: [server] or [backends.models]
+        if header and number > start and table:
             break
-        if re.match(rf"^\s*\"?{re.escape(key)}\"?\s*=", line):
+        if not header and re.match(rf"^\s*\"?{re.escape(key)}\"?\s*=", line):
             return number + 1
     return start + 1 if table_parts else None
 

@@ -7,6 +7,7 @@ error body by hand and no traceback ever reaches a client.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import orjson
@@ -76,7 +77,7 @@ class RateLimited(APIError):
     code = "rate_limit_exceeded"
 
     def __init__(self, message: str, *, retry_after: float, code: str | None = None) -> None:
-        seconds = max(1, round(retry_after + 0.499))
+        seconds = max(1, math.ceil(retry_after - 1e-9))
         super().__init__(message, code=code, headers={"Retry-After": str(seconds)})
         self.retry_after = retry_after
 
@@ -148,7 +149,8 @@ class UpstreamStatus(UpstreamError):
         super().__init__(f"{backend} answered {status}: {detail}", headers=headers)
         self.upstream_status = status
         self.status = status if status < 500 or status == 503 else 502
-        self.upstream_body = body if status < 500 and detail != "" else None
+        # Only a body that already speaks OpenAI's error shape reaches the client as it is.
+        self.upstream_body = body if status < 500 and _is_openai_error(body) else None
         self.retryable = status >= 500 or status == 429
         if status == 503:
             self.code = "upstream_overloaded"
@@ -157,13 +159,22 @@ class UpstreamStatus(UpstreamError):
         return self.upstream_body if self.upstream_body is not None else super().render()
 
 
+def _is_openai_error(body: bytes | None) -> bool:
+    try:
+        parsed = orjson.loads(body or b"")
+    except orjson.JSONDecodeError:
+        return False
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    return isinstance(error, dict) and isinstance(error.get("message"), str)
+
+
 def _error_message(body: bytes | None) -> str:
     """The message inside an OpenAI-shaped error body, else the body's start, else ""."""
     if not body:
         return ""
     try:
         parsed = orjson.loads(body)
-        message = parsed["error"]["message"]
-        return str(message)
+        error = parsed["error"]
+        return str(error["message"] if isinstance(error, dict) else error)
     except (orjson.JSONDecodeError, KeyError, TypeError):
         return body[:200].decode(errors="replace")

@@ -7,6 +7,7 @@ Every command prints its URL on the first line (`--port 0` binds a free port rac
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,4 +40,30 @@ def sim(*args: str) -> contextlib.AbstractContextManager[Child]:
     return running(overspill_command("sim", "--port", "0", *args))
 
 
-__all__ = ["FAST_ENGINE", "ROOT", "Process", "overspill_command", "running", "sim"]
+__all__ = [
+    "FAST_ENGINE",
+    "ROOT",
+    "Process",
+    "backend_toml",
+    "overspill_command",
+    "proxy",
+    "running",
+    "sim",
+]
+
+
+def backend_toml(name: str, kind: str, url: str, models: dict[str, str] | None = None) -> str:
+    lines = ["[[backends]]", f'name = "{name}"', f'kind = "{kind}"', f'url = "{url}"']
+    if models is not None:
+        lines.append("models = { " + ", ".join(f'"{k}" = "{v}"' for k, v in models.items()) + " }")
+    return "\n".join(lines) + "\n"
+
+
+@contextlib.contextmanager
+def proxy(config: str, *args: str) -> Iterator[Child]:
+    """`overspill serve` on a free port with `config` (TOML text) as its configuration."""
+    with tempfile.TemporaryDirectory(prefix="overspill-test-") as folder:
+        path = Path(folder) / "overspill.toml"
+        path.write_text(config)
+        with running(overspill_command("serve", "--config", str(path), "--port", "0", *args)) as p:
+            yield p

@@ -99,11 +99,11 @@ class Simulator:
                 param="messages",
             )
         seed = request_seed(request.model, request.prompt, request.seed, request.temperature)
-        natural = min(
-            natural_length(seed, self.profile.output_tokens, self.profile.output_distribution),
-            room,
-        )
-        output = plan_output(seed, request.max_tokens, natural, request.stop)
+        natural = natural_length(seed, self.profile.output_tokens, self.profile.output_distribution)
+        limit = request.max_tokens
+        if limit is None and natural > room:
+            limit = room  # an answer that would overflow the context is cut: finish "length"
+        output = plan_output(seed, limit, natural, request.stop)
         return Sequence(prompt, output, arrival=self.clock(), streaming=streaming)
 
     def embedding_sequences(self, engine: Engine, texts: tuple[str, ...]) -> list[Sequence]:

@@ -91,15 +91,16 @@ def plan_output(
     natural_length: int,
     stop: Sequence[str] = (),
 ) -> OutputPlan:
-    """Generate `max_tokens` tokens (finish "length") or a natural answer that ends with "stop".
+    """Exactly `max_tokens` tokens (finish "length"), or a natural answer that ends with "stop".
 
-    A stop string cuts the text just before it, as the engines do.
+    Answers run to max_tokens, as engines do with ignore_eos in benchmarks, so tests and
+    benchmarks control output length exactly; without max_tokens the length is drawn from the
+    profile's distribution. A stop string cuts the text just before it, as the engines do.
     """
     rng = random.Random(seed)
-    capped = max_tokens is not None and max_tokens <= natural_length
-    length = max_tokens if capped and max_tokens is not None else natural_length
+    length = natural_length if max_tokens is None else max_tokens
     tokens = [_sentence_word(rng, i) for i in range(length)]
-    finish_reason = "length" if capped else "stop"
+    finish_reason = "stop" if max_tokens is None else "length"
     for i, token in enumerate(tokens):
         if token == "." and i + 1 < length and tokens[i + 1] != ".":
             tokens[i + 1] = " " + tokens[i + 1][1:].capitalize()

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.clients import assert_openai_error, json_values
 from tests.processes import FAST_ENGINE, Process, sim
 
 
@@ -23,15 +24,6 @@ def post(engine: Process, path: str, content: bytes) -> httpx.Response:
     return httpx.post(
         engine.url + path, content=content, headers={"content-type": "application/json"}
     )
-
-
-def assert_openai_error(response: httpx.Response, status: int, param: str | None = None) -> None:
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert set(error) == {"message", "type", "param", "code"}
-    assert error["message"]
-    if param is not None:
-        assert error["param"] == param
 
 
 CASES: list[tuple[str, bytes, int, str | None]] = [
@@ -90,17 +82,6 @@ def test_wrong_method_and_unknown_path_are_openai_errors(engine: Process) -> Non
     assert_openai_error(httpx.get(engine.url + "/v2/whatever"), 404)
 
 
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=20),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
-    ),
-    max_leaves=12,
-)
 fields = st.fixed_dictionaries(
     {},
     optional={

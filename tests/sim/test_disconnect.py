@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import socket
 import time
 from collections.abc import Iterator
@@ -11,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import clients
 from tests.processes import Process, sim
 
 # Long prompts are prefilled in chunks of 256 tokens (~60 ms steps), so an abort lands quickly.
@@ -40,15 +40,7 @@ def wait_for(url: str, predicate: Any, timeout: float = 2.0) -> float:
 
 
 def send_raw(url: str, body: dict[str, Any]) -> socket.socket:
-    host, port = url.removeprefix("http://").split(":")
-    sock = socket.create_connection((host, int(port)))
-    payload = json.dumps(body).encode()
-    sock.sendall(
-        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        + f"Content-Length: {len(payload)}\r\n\r\n".encode()
-        + payload
-    )
-    return sock
+    return clients.send_raw(url, "/v1/completions", body)
 
 
 def test_disconnect_mid_stream_aborts(engine: Process) -> None:

@@ -116,10 +116,10 @@ def test_max_tokens_equal_to_the_natural_length_finishes_with_length() -> None:
     assert (len(plan.tokens), plan.finish_reason) == (8, "length")
 
 
-def test_a_natural_length_shorter_than_max_tokens_finishes_with_stop() -> None:
+def test_max_tokens_above_the_natural_length_still_runs_to_max_tokens() -> None:
     plan = plan_output(seed=3, max_tokens=50, natural_length=7)
-    assert len(plan.tokens) == 7
-    assert plan.finish_reason == "stop"
+    assert len(plan.tokens) == 50
+    assert plan.finish_reason == "length"
 
 
 def test_no_max_tokens_gives_the_natural_length_and_stop() -> None:

@@ -1,0 +1,192 @@
+"""policies/decide.py and policies/load.py: which backends to try, in which order, and why."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Mapping
+
+from policies.decide import RoutingPlan, Target, decide
+from policies.load import BackendLoad, LoadSnapshot
+from policies.model import BackendKind
+
+
+def load(
+    name: str,
+    *,
+    kind: BackendKind = "vllm",
+    healthy: bool = True,
+    models: Mapping[str, str] | None = None,
+    in_flight: int = 0,
+    waiting: int | None = None,
+    loaded: set[str] | None = None,
+    error: str | None = None,
+) -> BackendLoad:
+    return BackendLoad(
+        name=name,
+        kind=kind,
+        healthy=healthy,
+        models={"m": "m"} if models is None else models,
+        in_flight=in_flight,
+        waiting=waiting,
+        loaded_models=None if loaded is None else frozenset(loaded),
+        error=error,
+    )
+
+
+def order(*backends: BackendLoad, model: str = "m", seed: int = 0) -> list[str]:
+    plan = decide(model, LoadSnapshot(backends), random.Random(seed))
+    return [target.backend for target in plan.targets]
+
+
+def test_unhealthy_backend_is_skipped_with_its_error_as_reason() -> None:
+    plan = decide(
+        "m",
+        LoadSnapshot((load("down", healthy=False, error="connection refused"), load("up"))),
+        random.Random(0),
+    )
+    assert [t.backend for t in plan.targets] == ["up"]
+    assert "unhealthy: down (connection refused)" in plan.reasons
+
+
+def test_unhealthy_backend_without_an_error_is_not_answering() -> None:
+    plan = decide("m", LoadSnapshot((load("down", healthy=False),)), random.Random(0))
+    assert plan.targets == ()
+    assert plan.reasons == ("unhealthy: down (not answering)",)
+
+
+def test_least_outstanding_backend_goes_first() -> None:
+    busy = load("busy", in_flight=3)
+    quiet = load("quiet", in_flight=1)
+    idle = load("idle")
+    assert order(busy, quiet, idle) == ["idle", "quiet", "busy"]
+
+
+def test_engine_queue_counts_as_outstanding_work() -> None:
+    queued = load("queued", in_flight=0, waiting=5)
+    ours = load("ours", in_flight=2, waiting=0)
+    assert order(queued, ours) == ["ours", "queued"]
+
+
+def test_first_choice_is_explained_with_its_outstanding_count() -> None:
+    plan = decide(
+        "m",
+        LoadSnapshot((load("a", in_flight=2, waiting=1), load("b", in_flight=4))),
+        random.Random(0),
+    )
+    assert plan.reasons[0] == "least outstanding: a (3 outstanding)"
+
+
+def test_outstanding_is_in_flight_plus_waiting() -> None:
+    assert load("x", in_flight=2, waiting=3).outstanding == 5
+    assert load("x", in_flight=2, waiting=None).outstanding == 2
+
+
+def test_ties_are_broken_at_random() -> None:
+    rng = random.Random(1234)
+    snapshot = LoadSnapshot(
+        (load("a", in_flight=1), load("b", in_flight=1), load("c", in_flight=2))
+    )
+    firsts: Counter[str] = Counter()
+    for _ in range(200):
+        targets = decide("m", snapshot, rng).targets
+        firsts[targets[0].backend] += 1
+        assert targets[2].backend == "c"
+    assert firsts["a"] > 40
+    assert firsts["b"] > 40
+    assert firsts["a"] + firsts["b"] == 200
+
+
+def test_same_seed_gives_the_same_tie_break() -> None:
+    backends = tuple(load(name) for name in "abcdef")
+    runs = [order(*backends, seed=42) for _ in range(2)]
+    assert runs[0] == runs[1]
+    assert sorted(runs[0]) == list("abcdef")
+
+
+def test_ollama_with_the_model_loaded_goes_before_an_idle_one_without() -> None:
+    cold = load("cold", kind="ollama", loaded=set())
+    warm = load("warm", kind="ollama", in_flight=5, loaded={"m"})
+    assert order(cold, warm) == ["warm", "cold"]
+
+
+def test_loaded_check_uses_the_engine_model_name() -> None:
+    models = {"llama": "llama3.1:8b"}
+    public_name_only = load("public", kind="ollama", models=models, loaded={"llama"})
+    engine_name = load("engine", kind="ollama", models=models, in_flight=3, loaded={"llama3.1:8b"})
+    assert order(public_name_only, engine_name, model="llama") == ["engine", "public"]
+
+
+def test_backend_that_does_not_report_loaded_models_is_not_cold() -> None:
+    vllm = load("vllm", in_flight=1)  # loaded_models None: vLLM does not say
+    cold = load("cold", kind="ollama", loaded={"other"})
+    assert order(cold, vllm) == ["vllm", "cold"]
+
+
+def test_has_loaded_is_none_when_the_engine_does_not_say() -> None:
+    assert load("x").has_loaded("m") is None
+    assert load("x", loaded={"m"}).has_loaded("m") is True
+    assert load("x", loaded={"m"}).has_loaded("n") is False
+
+
+def test_backends_not_serving_the_model_are_not_candidates() -> None:
+    other = load("other", models={"n": "n"})
+    plan = decide("m", LoadSnapshot((other, load("mine", in_flight=9))), random.Random(0))
+    assert [t.backend for t in plan.targets] == ["mine"]
+    assert not any("other" in reason for reason in plan.reasons)
+
+
+def test_plan_maps_the_public_model_to_each_engine_name() -> None:
+    vllm = load("gpu", models={"llama": "meta-llama/Llama-3.1-8B-Instruct"})
+    ollama = load("mac", kind="ollama", models={"llama": "llama3.1:8b"}, in_flight=1)
+    plan = decide("llama", LoadSnapshot((ollama, vllm)), random.Random(0))
+    assert plan.model == "llama"
+    assert plan.targets == (
+        Target("gpu", "meta-llama/Llama-3.1-8B-Instruct"),
+        Target("mac", "llama3.1:8b"),
+    )
+
+
+def test_target_route_names_the_local_backend() -> None:
+    assert Target("gpu-1", "x").route == "local/gpu-1"
+
+
+def test_why_none_without_reasons_says_nothing_serves_the_model() -> None:
+    plan = decide("ghost", LoadSnapshot((load("a"),)), random.Random(0))
+    assert plan.targets == ()
+    assert plan.why_none == "no backend serves model 'ghost'"
+
+
+def test_why_none_joins_every_reason() -> None:
+    snapshot = LoadSnapshot(
+        (load("a", healthy=False, error="timeout"), load("b", healthy=False, error="HTTP 500"))
+    )
+    plan = decide("m", snapshot, random.Random(0))
+    assert plan.why_none == "unhealthy: a (timeout); unhealthy: b (HTTP 500)"
+
+
+def test_why_none_of_a_hand_built_plan() -> None:
+    assert RoutingPlan("m", (), ("x", "y")).why_none == "x; y"
+
+
+def test_empty_snapshot_has_no_targets() -> None:
+    plan = decide("m", LoadSnapshot(), random.Random(0))
+    assert (plan.targets, plan.reasons) == ((), ())
+
+
+def test_serving_keeps_snapshot_order_and_filters_by_public_name() -> None:
+    a = load("a", models={"m": "x"})
+    b = load("b", models={"n": "m"})  # serves "n" under the engine name "m"
+    c = load("c", models={"m": "m", "n": "n"}, healthy=False)
+    snapshot = LoadSnapshot((a, b, c))
+    assert [x.name for x in snapshot.serving("m")] == ["a", "c"]
+    assert [x.name for x in snapshot.serving("n")] == ["b", "c"]
+    assert snapshot.serving("zzz") == []
+
+
+def test_public_models_are_sorted_and_unique() -> None:
+    snapshot = LoadSnapshot(
+        (load("a", models={"qwen": "q", "llama": "l"}), load("b", models={"llama": "x"}))
+    )
+    assert snapshot.public_models() == ["llama", "qwen"]
+    assert LoadSnapshot().public_models() == []

@@ -1,0 +1,177 @@
+"""Every bad input and every upstream failure gets an OpenAI-shaped error, never a bare 5xx."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from openai.types.chat import ChatCompletionChunk
+
+from tests.clients import assert_openai_error as check_openai_error
+from tests.clients import json_values
+from tests.processes import FAST_ENGINE, Process, backend_toml, proxy, sim
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[Process]:
+    with sim("--model", "m", "--max-model-len", "4096", *FAST_ENGINE) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def gateway(engine: Process) -> Iterator[Process]:
+    config = "[server]\nprobe_interval_s = 0.2\nmax_body_bytes = 20000\n"
+    with proxy(config + backend_toml("e", "vllm", engine.url)) as p:
+        yield p
+
+
+@pytest.fixture(autouse=True)
+def no_faults(engine: Process) -> Iterator[None]:
+    yield
+    httpx.delete(engine.url + "/_sim/faults")
+
+
+def assert_openai_error(
+    response: httpx.Response, status: int, param: str | None = None
+) -> dict[str, Any]:
+    error = check_openai_error(response, status, param)
+    assert response.headers["x-request-id"]
+    return error
+
+
+def post(gateway: Process, content: bytes, path: str = "/v1/chat/completions") -> httpx.Response:
+    headers = {"content-type": "application/json"}
+    return httpx.post(gateway.url + path, content=content, headers=headers, timeout=10)
+
+
+CASES: list[tuple[str, bytes, int, str | None]] = [
+    ("/v1/chat/completions", b"{oops", 400, None),
+    ("/v1/chat/completions", b'"just a string"', 400, None),
+    ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}]}', 400, "model"),
+    ("/v1/chat/completions", b'{"model": "m"}', 400, "messages"),
+    ("/v1/chat/completions", b'{"model": "m", "messages": []}', 400, "messages"),
+    ("/v1/chat/completions", b'{"model": "m", "messages": [42]}', 400, "messages[0]"),
+    ("/v1/chat/completions", b'{"model": "m", "messages": [{"content": "x"}]}', 400,
+     "messages[0].role"),
+    ("/v1/chat/completions",
+     b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": 1}', 400,
+     "stream"),
+    ("/v1/chat/completions",
+     b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": -1}', 400,
+     "max_tokens"),
+    ("/v1/chat/completions",
+     b'{"model": "nope", "messages": [{"role": "user", "content": "x"}]}', 404, "model"),
+    ("/v1/completions", b'{"model": "m"}', 400, "prompt"),
+    ("/v1/embeddings", b'{"model": "m"}', 400, "input"),
+    ("/v1/embeddings", b'{"model": "m", "input": "x", "stream": true}', 400, "stream"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "body", "status", "param"), CASES)
+def test_bad_input(
+    gateway: Process, path: str, body: bytes, status: int, param: str | None
+) -> None:
+    assert_openai_error(post(gateway, body, path), status, param)
+
+
+def test_unknown_model_is_model_not_found(gateway: Process) -> None:
+    body = b'{"model": "nope", "messages": [{"role": "user", "content": "x"}]}'
+    assert assert_openai_error(post(gateway, body), 404)["code"] == "model_not_found"
+
+
+def test_body_over_the_limit_is_413(gateway: Process) -> None:
+    big = b'{"model": "m", "prompt": "' + b"x" * 30000 + b'"}'
+    assert_openai_error(post(gateway, big, "/v1/completions"), 413)
+
+
+def test_unknown_path_and_wrong_method(gateway: Process) -> None:
+    assert_openai_error(httpx.get(gateway.url + "/v1/nothing"), 404)
+    assert_openai_error(httpx.get(gateway.url + "/v1/chat/completions"), 405)
+
+
+def test_engine_400_passes_through_with_its_message(gateway: Process) -> None:
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 5000}'
+    error = assert_openai_error(post(gateway, body), 400)
+    assert error["code"] == "context_length_exceeded"
+
+
+@pytest.mark.parametrize(("engine_status", "proxy_status"), [(500, 502), (503, 503), (502, 502)])
+def test_engine_failures_are_mapped(
+    gateway: Process, engine: Process, engine_status: int, proxy_status: int
+) -> None:
+    httpx.post(engine.url + "/_sim/faults", json={"error_rate": 1, "error_status": engine_status})
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "x"}]}'
+    error = assert_openai_error(post(gateway, body), proxy_status)
+    assert f"e answered {engine_status}" in error["message"]
+    assert "fault injection" in error["message"]
+
+
+def test_engine_429_keeps_retry_after(gateway: Process, engine: Process) -> None:
+    httpx.post(engine.url + "/_sim/faults", json={"rate_limit_rate": 1, "retry_after_s": 7})
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "x"}]}'
+    response = post(gateway, body)
+    assert_openai_error(response, 429)
+    assert response.headers["retry-after"] == "7"
+
+
+def test_stream_cut_by_the_engine_ends_with_an_sse_error(gateway: Process, engine: Process) -> None:
+    httpx.post(engine.url + "/_sim/faults", json={"drop_after_chunks": 3})
+    api = openai.OpenAI(base_url=gateway.url + "/v1", api_key="x", max_retries=0)
+    stream = api.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "x"}], max_tokens=50, stream=True
+    )
+    received: list[ChatCompletionChunk] = []
+    with pytest.raises(openai.APIError) as caught:
+        received.extend(stream)
+    # The role chunk, then the three content chunks the engine sent before it dropped.
+    assert [bool(c.choices[0].delta.content) for c in received] == [False, True, True, True]
+    assert "connection lost mid-stream" in str(caught.value)
+
+
+def test_engine_hang_hits_the_first_byte_timeout() -> None:
+    with sim("--model", "m", "--fault", "hang_s=30") as engine:
+        config = "[timeouts]\nfirst_byte_s = 0.5\ntotal_s = 0.5\n" + backend_toml(
+            "e", "vllm", engine.url
+        )
+        with proxy(config) as p:
+            body = b'{"model": "m", "messages": [{"role": "user", "content": "x"}]}'
+            error = assert_openai_error(post(p, body), 504)
+            assert error["code"] == "upstream_timeout"
+
+
+bodies = st.fixed_dictionaries(
+    {},
+    optional={
+        "model": st.just("m") | json_values,
+        "messages": st.lists(
+            st.fixed_dictionaries({}, optional={"role": st.just("user") | json_values,
+                                                "content": st.text(max_size=20) | json_values}),
+            max_size=3,
+        ) | json_values,
+        "prompt": st.text(max_size=20) | json_values,
+        "input": st.text(max_size=20) | json_values,
+        "max_tokens": st.integers(-3, 30) | json_values,
+        "temperature": st.floats(-1, 3, allow_nan=False) | json_values,
+        "stream": st.booleans() | json_values,
+        "stop": json_values,
+        "n": json_values,
+        "tools": json_values,
+    },
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    path=st.sampled_from(["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]),
+    body=bodies,
+)
+def test_fuzzed_bodies_never_get_a_5xx(gateway: Process, path: str, body: dict[str, Any]) -> None:
+    response = httpx.post(gateway.url + path, json=body, timeout=30)
+    assert response.status_code < 500, (body, response.text)
+    if response.status_code >= 400:
+        assert set(response.json()["error"]) == {"message", "type", "param", "code"}

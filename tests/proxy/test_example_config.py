@@ -1,0 +1,14 @@
+"""config.example.toml, the documented example, is itself a valid configuration."""
+
+from __future__ import annotations
+
+from policies.loader import load_policy
+from tests.processes import ROOT
+
+
+def test_the_example_configuration_loads() -> None:
+    policy = load_policy(ROOT / "config.example.toml")
+    assert [b.name for b in policy.backends] == ["vllm-a", "vllm-b", "ollama-1", "lmstudio"]
+    assert policy.backends[3].models is None
+    assert policy.backends[3].api_key_env == "LMSTUDIO_API_KEY"
+    assert policy.server.port == 8080
