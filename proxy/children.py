@@ -42,7 +42,7 @@ def overspill_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "proxy.cli", *args]
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -62,7 +62,7 @@ def started(
         text=True,
         cwd=cwd,
         env={**os.environ, **(env or {})},
-        preexec_fn=_die_with_parent,  # async-signal-safe: one prctl call
+        preexec_fn=die_with_parent,  # async-signal-safe: one prctl call
     )
     child = Child(popen, "", [])
     found = threading.Event()

@@ -26,7 +26,9 @@ class WireFormat(Protocol):
 
     def first(self) -> bytes: ...
 
-    def piece(self, text: str) -> bytes: ...
+    def piece(self, text: str, finish_reason: str | None = None) -> bytes:
+        """One token; `finish_reason` is given with the answer's last token."""
+        ...
 
     def last(self, seq: Sequence) -> bytes: ...
 
@@ -56,6 +58,9 @@ class OpenAIFormat:
     model: str
     chat: bool
     include_usage: bool = False
+    # vLLM puts finish_reason on the last token's chunk and leaves `usage` out of the other
+    # chunks; OpenAI sends a separate closing chunk and `"usage": null` on every chunk.
+    vllm_style: bool = False
 
     def __post_init__(self) -> None:
         self.created = int(time.time())
@@ -74,7 +79,7 @@ class OpenAIFormat:
             "model": self.model,
             "choices": [{"index": 0, "logprobs": None, **choice}],
         }
-        if self.include_usage:
+        if self.include_usage and not self.vllm_style:
             payload["usage"] = None
         return _sse(payload)
 
@@ -83,14 +88,17 @@ class OpenAIFormat:
             return b""
         return self._chunk({"delta": {"role": "assistant", "content": ""}, "finish_reason": None})
 
-    def piece(self, text: str) -> bytes:
+    def piece(self, text: str, finish_reason: str | None = None) -> bytes:
+        finish = finish_reason if self.vllm_style else None
         if self.chat:
-            return self._chunk({"delta": {"content": text}, "finish_reason": None})
-        return self._chunk({"text": text, "finish_reason": None})
+            return self._chunk({"delta": {"content": text}, "finish_reason": finish})
+        return self._chunk({"text": text, "finish_reason": finish})
 
     def last(self, seq: Sequence) -> bytes:
-        end: dict[str, Any] = {"delta": {}} if self.chat else {"text": ""}
-        out = self._chunk({**end, "finish_reason": seq.finish_reason})
+        out = b""
+        if not (self.vllm_style and seq.generated and seq.finish_reason != "abort"):
+            end: dict[str, Any] = {"delta": {}} if self.chat else {"text": ""}
+            out = self._chunk({**end, "finish_reason": seq.finish_reason})
         if self.include_usage:
             out += _sse(
                 {
@@ -158,7 +166,7 @@ class OllamaFormat:
     def first(self) -> bytes:
         return b""
 
-    def piece(self, text: str) -> bytes:
+    def piece(self, text: str, finish_reason: str | None = None) -> bytes:
         return orjson.dumps(self._line(text, False)) + b"\n"
 
     def _summary(self, seq: Sequence) -> dict[str, Any]:

@@ -57,6 +57,13 @@ def render_vllm_metrics(model_name: str, engine: Engine) -> str:
     for name, help_text, value in counters:
         _family(lines, f"{name}_total", "counter", help_text)
         lines.append(f"{name}_total{{{labels}}} {_number(value)}")
+    profile = engine.profile
+    _family(lines, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
+    lines.append(
+        f'vllm:cache_config_info{{block_size="{profile.block_size}",enable_prefix_caching="True",'
+        f'engine="0",kv_cache_size_tokens="{profile.kv_tokens}",'
+        f'num_gpu_blocks="{profile.num_blocks}"}} 1.0'
+    )
     name = "vllm:request_success_total"
     _family(lines, name, "counter", "Count of successfully processed requests.")
     for reason in ("stop", "length", "abort"):

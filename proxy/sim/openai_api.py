@@ -40,7 +40,13 @@ async def _generate(request: Request, chat: bool) -> SequenceResponse:
     parsed = parse_chat(body) if chat else parse_completion(body)
     sim.admit(request.url.path, dict(request.headers), body, parsed.model)
     rid = request_id(request)
-    wire = OpenAIFormat(rid, parsed.model, chat=chat, include_usage=parsed.include_usage)
+    wire = OpenAIFormat(
+        rid,
+        parsed.model,
+        chat=chat,
+        include_usage=parsed.include_usage,
+        vllm_style=sim.personality == "vllm",
+    )
     early = sim.personality == "vllm"
     return SequenceResponse(sim, parsed, wire, echo_headers(rid), headers_first=early)
 

@@ -82,7 +82,8 @@ class SequenceResponse:
                 if drop is not None and pieces >= drop:
                     await self._body(send, buffer)
                     return  # uvicorn closes a response that was never completed
-                buffer += self.format.piece(tokens[sent])
+                final = seq.ended and sent + 1 == seq.generated
+                buffer += self.format.piece(tokens[sent], seq.finish_reason if final else None)
                 sent += 1
                 pieces += 1
             if seq.ended:

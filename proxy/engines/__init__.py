@@ -1,0 +1,1 @@
+"""Real inference engines Overspill can set up and run locally (`overspill engine ...`)."""
