@@ -1,0 +1,172 @@
+"""Overspill in front of a real vLLM server (CPU build, SmolLM2-135M-Instruct, float32).
+
+The engine is started once for the module with `overspill engine vllm` (the first run installs
+it into its own environment and converts the weights: minutes), with --max-num-seqs 2 so that
+queueing is easy to provoke. Marked `real_engine`: `scripts/test -m "not real_engine"` skips it
+locally; CI runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import httpx
+import openai
+import pytest
+
+from tests.processes import Process, backend_toml, overspill_command, proxy, running, sim
+
+pytestmark = [pytest.mark.real_engine, pytest.mark.timeout(900)]
+
+MODEL = "smollm2"
+LONG_SYSTEM = (
+    "You are a careful assistant for a railway company. You answer questions about timetables, "
+    "tickets, refunds and accessibility. Always be polite, short and precise. "
+) * 12  # ~500 real tokens: four full 128-token blocks at least
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[Process]:
+    command = overspill_command("engine", "vllm", "--port", "0", "--max-num-seqs", "2",
+                                "--max-model-len", "2048")  # fmt: skip
+    with running(command, timeout=900) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def gateway(engine: Process) -> Iterator[Process]:
+    config = "[server]\nprobe_interval_s = 0.2\n" + backend_toml("real", "vllm", engine.url)
+    with proxy(config) as p:
+        yield p
+
+
+def client(p: Process) -> openai.OpenAI:
+    return openai.OpenAI(base_url=p.url + "/v1", api_key="x", max_retries=0, timeout=120)
+
+
+def metric(engine: Process, name: str) -> float:
+    text = httpx.get(engine.url + "/metrics").text
+    values = re.findall(rf"^{re.escape(name)}{{[^}}]*}} (\S+)$", text, re.MULTILINE)
+    assert values, f"{name} not exported"
+    return sum(float(v) for v in values)
+
+
+def ask(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+def test_chat_through_the_proxy_answers_and_keeps_usage(gateway: Process) -> None:
+    api = client(gateway)
+    reply = api.chat.completions.create(
+        model=MODEL,
+        messages=ask("What is the capital of France?"),
+        max_tokens=20,
+        temperature=0,  # type: ignore[arg-type]
+    )
+    assert "Paris" in (reply.choices[0].message.content or "")
+    usage = reply.usage
+    assert usage is not None
+    assert usage.prompt_tokens > 5
+    assert 1 <= usage.completion_tokens <= 20
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    chunks = list(api.chat.completions.create(
+        model=MODEL, messages=ask("What is the capital of France?"), max_tokens=20,  # type: ignore[arg-type]
+        temperature=0, stream=True, stream_options={"include_usage": True}))  # fmt: skip
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == reply.choices[0].message.content
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == usage.completion_tokens
+
+
+def test_completions_streamed_and_not(gateway: Process) -> None:
+    api = client(gateway)
+    whole = api.completions.create(model=MODEL, prompt="The sky is", max_tokens=8, temperature=0)
+    assert whole.usage is not None
+    assert whole.usage.completion_tokens == 8
+    parts = list(api.completions.create(model=MODEL, prompt="The sky is", max_tokens=8,
+                                        temperature=0, stream=True))  # fmt: skip
+    assert "".join(p.choices[0].text for p in parts if p.choices) == whole.choices[0].text
+
+
+async def test_load_snapshot_comes_from_real_metrics(gateway: Process) -> None:
+    """Five 48-token answers at once with --max-num-seqs 2: two run, three wait, and the proxy's
+    /admin/status shows it from the engine's own /metrics."""
+    api = openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key="x", max_retries=0, timeout=120)
+    burst = asyncio.gather(*(
+        api.chat.completions.create(model=MODEL, messages=ask(f"Count to {i}"), max_tokens=48)  # type: ignore[arg-type]
+        for i in range(5)))  # fmt: skip
+    seen: list[dict[str, object]] = []
+    async with httpx.AsyncClient(base_url=gateway.url) as http:
+        while not burst.done() and len(seen) < 400:
+            seen.append((await http.get("/admin/status")).json()["backends"][0]["load"])
+            await asyncio.sleep(0.05)
+    await burst
+    await api.close()
+    assert max(int(load["running"] or 0) for load in seen) == 2  # type: ignore[call-overload]
+    assert max(int(load["waiting"] or 0) for load in seen) >= 1  # type: ignore[call-overload]
+    assert max(float(load["kv_cache_usage"] or 0) for load in seen) > 0  # type: ignore[arg-type]
+
+
+async def test_least_outstanding_work_between_the_real_engine_and_a_simulator(
+    engine: Process,
+) -> None:
+    """The real engine decodes ~15 tokens/s per stream here; the simulator beside it is much
+    faster, so it finishes requests sooner, holds fewer outstanding, and gets most of them."""
+    fast = ("--decode-base-ms", "5", "--prefill-ms-per-token", "0.05")
+    with sim("--model", MODEL, *fast) as simulator:
+        config = ("[server]\nprobe_interval_s = 0.2\n" + backend_toml("real", "vllm", engine.url)
+                  + backend_toml("sim", "vllm", simulator.url))  # fmt: skip
+        with proxy(config) as p:
+            routes: Counter[str] = Counter()
+            body = {"model": MODEL, "messages": ask("Say something"), "max_tokens": 16}
+            async with httpx.AsyncClient(base_url=p.url, timeout=120) as http:
+
+                async def worker() -> None:
+                    for _ in range(6):
+                        response = await http.post("/v1/chat/completions", json=body)
+                        assert response.status_code == 200, response.text
+                        routes[response.headers["x-overspill-route"]] += 1
+
+                await asyncio.gather(*(worker() for _ in range(4)))
+    assert sum(routes.values()) == 24
+    assert routes["local/sim"] >= 18, routes
+    assert routes["local/real"] >= 1, routes
+
+
+def test_client_disconnect_aborts_the_real_engines_request(
+    engine: Process, gateway: Process
+) -> None:
+    body = {"model": MODEL, "messages": ask("Write a very long story."), "max_tokens": 1500,
+            "stream": True}  # fmt: skip
+    with httpx.stream(
+        "POST", gateway.url + "/v1/chat/completions", json=body, timeout=60
+    ) as response:
+        lines = response.iter_lines()
+        received = 0
+        for line in lines:
+            if line.startswith("data: {"):
+                received += 1
+            if received == 5:
+                break
+        assert metric(engine, "vllm:num_requests_running") == 1
+    start = time.monotonic()
+    while metric(engine, "vllm:num_requests_running") != 0:
+        assert time.monotonic() - start < 3, "the engine kept generating for a gone client"
+        time.sleep(0.05)
+
+
+def test_shared_prefix_through_the_proxy_hits_the_real_prefix_cache(
+    gateway: Process, engine: Process
+) -> None:
+    api = client(gateway)
+    before = metric(engine, "vllm:prefix_cache_hits_total")
+    for question in ("When does the first train leave?", "Can I get a refund?"):
+        system = {"role": "system", "content": LONG_SYSTEM}
+        messages = [system, {"role": "user", "content": question}]
+        api.chat.completions.create(model=MODEL, max_tokens=4, messages=messages)  # type: ignore[arg-type]
+    hits = metric(engine, "vllm:prefix_cache_hits_total") - before
+    assert hits >= 3 * 128, f"only {hits} prefix-cache hit tokens"
