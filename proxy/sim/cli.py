@@ -45,6 +45,15 @@ def add_parser(commands: Any) -> None:
         help="keep a log of requests at /_sim/requests (default: cloud personality only)",
     )
     parser.add_argument("--log-level", default="warning")
+    calibration = parser.add_argument_group("calibration (measure a real engine, write a profile)")
+    calibration.add_argument("--calibrate", metavar="URL", help="the engine to measure")
+    calibration.add_argument("--calibrate-model", help="model to use (default: the first listed)")
+    calibration.add_argument(
+        "--calibrate-max-batch", type=int, default=16, help="largest batch size to time"
+    )
+    calibration.add_argument(
+        "--out", type=Path, help="where to write the profile (default: stdout)"
+    )
     engine = parser.add_argument_group("engine profile (override the profile file)")
     for name, kind in FIELD_TYPES.items():
         engine.add_argument(f"--{name.replace('_', '-')}", dest=f"profile_{name}", type=kind)
@@ -72,6 +81,8 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.calibrate:
+        return _calibrate(args)
     try:
         config = config_from_args(args)
     except (ProfileError, APIError) as exc:
@@ -81,4 +92,16 @@ def run(args: argparse.Namespace) -> int:
     models = ", ".join(config.served_models)
     print(f"overspill sim ({config.personality}: {models}) listening on {server.url}", flush=True)
     server.run()
+    return 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from proxy.sim.calibrate import calibrate
+
+    _, text = calibrate(args.calibrate, args.calibrate_model, args.calibrate_max_batch)
+    if args.out:
+        args.out.write_text(text)
+        print(f"overspill sim: profile written to {args.out}", file=sys.stderr)
+    else:
+        print(text, end="")
     return 0

@@ -1,9 +1,8 @@
 """Overspill in front of a real vLLM server (CPU build, SmolLM2-135M-Instruct, float32).
 
-The engine is started once for the module with `overspill engine vllm` (the first run installs
-it into its own environment and converts the weights: minutes), with --max-num-seqs 2 so that
-queueing is easy to provoke. Marked `real_engine`: `scripts/test -m "not real_engine"` skips it
-locally; CI runs it.
+The engine (tests/e2e/conftest.py) is started once with `overspill engine vllm` (the first run
+installs it into its own environment and converts the weights: minutes), with --max-num-seqs 8.
+Marked `real_engine`: `scripts/test -m "not real_engine"` skips it locally; CI runs it.
 """
 
 from __future__ import annotations
@@ -18,7 +17,8 @@ import httpx
 import openai
 import pytest
 
-from tests.processes import Process, backend_toml, overspill_command, proxy, running, sim
+from tests.e2e.conftest import MAX_NUM_SEQS
+from tests.processes import Process, backend_toml, proxy, sim
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.timeout(900)]
 
@@ -27,14 +27,6 @@ LONG_SYSTEM = (
     "You are a careful assistant for a railway company. You answer questions about timetables, "
     "tickets, refunds and accessibility. Always be polite, short and precise. "
 ) * 12  # ~500 real tokens: four full 128-token blocks at least
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[Process]:
-    command = overspill_command("engine", "vllm", "--port", "0", "--max-num-seqs", "2",
-                                "--max-model-len", "2048")  # fmt: skip
-    with running(command, timeout=900) as process:
-        yield process
 
 
 @pytest.fixture(scope="module")
@@ -93,12 +85,13 @@ def test_completions_streamed_and_not(gateway: Process) -> None:
 
 
 async def test_load_snapshot_comes_from_real_metrics(gateway: Process) -> None:
-    """Five 48-token answers at once with --max-num-seqs 2: two run, three wait, and the proxy's
+    """Twelve answers at once with --max-num-seqs 8: eight run, four wait, and the proxy's
     /admin/status shows it from the engine's own /metrics."""
     api = openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key="x", max_retries=0, timeout=120)
     burst = asyncio.gather(*(
-        api.chat.completions.create(model=MODEL, messages=ask(f"Count to {i}"), max_tokens=48)  # type: ignore[arg-type]
-        for i in range(5)))  # fmt: skip
+        api.chat.completions.create(model=MODEL, messages=ask(f"Count to {i}"), max_tokens=24,  # type: ignore[arg-type]
+                                    extra_body={"ignore_eos": True})
+        for i in range(12)))  # fmt: skip
     seen: list[dict[str, object]] = []
     async with httpx.AsyncClient(base_url=gateway.url) as http:
         while not burst.done() and len(seen) < 400:
@@ -106,7 +99,7 @@ async def test_load_snapshot_comes_from_real_metrics(gateway: Process) -> None:
             await asyncio.sleep(0.05)
     await burst
     await api.close()
-    assert max(int(load["running"] or 0) for load in seen) == 2  # type: ignore[call-overload]
+    assert max(int(load["running"] or 0) for load in seen) == MAX_NUM_SEQS  # type: ignore[call-overload]
     assert max(int(load["waiting"] or 0) for load in seen) >= 1  # type: ignore[call-overload]
     assert max(float(load["kv_cache_usage"] or 0) for load in seen) > 0  # type: ignore[arg-type]
 
