@@ -1,57 +1,48 @@
 """TOML -> Policy. Every problem is reported at once, each with its key path and line.
 
 Unknown keys are errors, not silently ignored: a typo in a threshold must not quietly leave the
-default in force.
+default in force. Names are checked across sections: a route's backends and cloud targets, the
+clouds a privacy level allows, a tenant's level, a detector's level must all exist.
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from policies.locate import locate
-from policies.model import BACKEND_KINDS, Backend, Policy, Server, Timeouts
+from policies.model import (
+    BACKEND_KINDS,
+    Backend,
+    BreakerSettings,
+    CloudTarget,
+    Overflow,
+    Policy,
+    Privacy,
+    PrivacyLevel,
+    RetrySettings,
+    Route,
+    Server,
+    Tenant,
+    Timeouts,
+)
+from policies.pii import DETECTORS
+from policies.reader import NUMBER, PolicyError, Problem, Reader, Spec
 
-_REQUIRED = object()
-
-
-@dataclass(frozen=True)
-class Problem:
-    key: str
-    message: str
-    line: int | None = None
-
-
-class PolicyError(Exception):
-    """A policy file that cannot be used; `problems` lists everything wrong with it."""
-
-    def __init__(self, source: str, problems: list[Problem]) -> None:
-        self.source = source
-        self.problems = problems
-        super().__init__(self.report())
-
-    def report(self) -> str:
-        return "\n".join(
-            f"{self.source}:{p.line or '?'}: {p.key}: {p.message}" if p.key else
-            f"{self.source}:{p.line or '?'}: {p.message}"
-            for p in self.problems
-        )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Spec:
-    kind: type | tuple[type, ...]
-    expected: str
-    default: Any = _REQUIRED
-    check: Callable[[Any], str | None] | None = None  # returns what is wrong, or None
+__all__ = ["PolicyError", "Problem", "load_policy", "parse_policy"]
 
 
 def _positive(value: Any) -> str | None:
     return None if value > 0 else "must be greater than 0"
+
+
+def _non_negative(value: Any) -> str | None:
+    return None if value >= 0 else "must not be negative"
+
+
+def _share(value: Any) -> str | None:
+    return None if 0 < value <= 1 else "must be in (0, 1]"
 
 
 def _port(value: Any) -> str | None:
@@ -76,16 +67,20 @@ def _level(value: Any) -> str | None:
     return None if value in levels else f"must be one of {', '.join(levels)}"
 
 
-NUMBER = (int, float)
+def _litellm_model(value: Any) -> str | None:
+    return None if "/" in value else "must be litellm's provider/model, e.g. openai/gpt-4o-mini"
+
+
+SECONDS = "a number of seconds"
 SERVER = {
     "host": Spec(str, "a string", "127.0.0.1"),
     "port": Spec(int, "an integer", 8080, _port),
     "max_body_bytes": Spec(int, "an integer", 4 * 1024 * 1024, _positive),
-    "probe_interval_s": Spec(NUMBER, "a number of seconds", 1.0, _positive),
+    "probe_interval_s": Spec(NUMBER, SECONDS, 1.0, _positive),
     "log_level": Spec(str, "a string", "info", _level),
 }
 TIMEOUTS = {
-    name: Spec(NUMBER, "a number of seconds", default, _positive)
+    name: Spec(NUMBER, SECONDS, default, _positive)
     for name, default in (("connect_s", 2.0), ("first_byte_s", 60.0), ("idle_s", 60.0),
                           ("total_s", 600.0))
 }  # fmt: skip
@@ -97,7 +92,56 @@ BACKEND = {
     "max_concurrency": Spec(int, "an integer", None, _positive),
     "api_key_env": Spec(str, "an environment variable name", None),
 }
-TOP_LEVEL = ("server", "timeouts", "backends")
+CLOUD = {
+    "name": Spec(str, "a string", check=_name),
+    "model": Spec(str, "a litellm model string", check=_litellm_model),
+    "api_base": Spec(str, "a string", None, _url),
+    "api_key_env": Spec(str, "an environment variable name", None),
+}
+ROUTE = {
+    "model": Spec(str, "the public model name"),
+    "local": Spec(list, "a list of backend names", []),
+    "cloud": Spec(list, "a list of cloud target names", []),
+    "deadline_s": Spec(NUMBER, SECONDS, None, _positive),
+    "overflow": Spec(dict, "a table", {}),
+}
+OVERFLOW = {
+    "max_waiting": Spec(int, "an integer", None, _non_negative),
+    "max_inflight_ratio": Spec(NUMBER, "a number", None, _positive),
+    "max_kv_cache_usage": Spec(NUMBER, "a number", None, _share),
+    "ttft_slo_s": Spec(NUMBER, SECONDS, None, _positive),
+    "hysteresis": Spec(
+        NUMBER, "a number", 0.1, lambda v: None if 0 <= v < 1 else "must be in [0, 1)"
+    ),
+}
+PRIVACY = {
+    "default": Spec(str, "a privacy level name", "public"),
+    "levels": Spec(list, "an array of {name, cloud} tables", None),
+    "detectors": Spec(dict, "a table of detector = level", {}),
+}
+LEVEL = {
+    "name": Spec(str, "a string", check=_name),
+    "cloud": Spec((str, list), '"any", "none" or a list of cloud target names', "any"),
+}
+TENANT = {"name": Spec(str, "a string", check=_name), "privacy": Spec(str, "a level name", None)}
+BREAKER = {
+    "consecutive_failures": Spec(int, "an integer", 5, _positive),
+    "failure_rate": Spec(NUMBER, "a number", 0.5, _share),
+    "min_calls": Spec(int, "an integer", 10, _positive),
+    "window_s": Spec(NUMBER, SECONDS, 30.0, _positive),
+    "open_s": Spec(NUMBER, SECONDS, 5.0, _positive),
+    "half_open_probes": Spec(int, "an integer", 2, _positive),
+}
+RETRY = {
+    "attempts": Spec(int, "an integer", 3, _positive),
+    "initial_backoff_s": Spec(NUMBER, SECONDS, 0.1, _non_negative),
+    "max_backoff_s": Spec(NUMBER, SECONDS, 2.0, _non_negative),
+    "multiplier": Spec(NUMBER, "a number", 2.0, lambda v: None if v >= 1 else "must be at least 1"),
+    "jitter": Spec(bool, "true or false", True),
+}
+TOP_LEVEL = ("server", "timeouts", "backends", "clouds", "routes", "privacy", "tenants",
+             "breaker", "retry")  # fmt: skip
+DEFAULT_LEVELS: tuple[PrivacyLevel, ...] = (PrivacyLevel("public"),)
 
 
 def load_policy(path: Path) -> Policy:
@@ -115,83 +159,51 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
         line = re.search(r"line (\d+)", str(exc))
         problem = Problem("", f"not valid TOML: {exc}", int(line.group(1)) if line else None)
         raise PolicyError(source, [problem]) from exc
-    reader = _Reader(text)
+    reader = _PolicyReader(text)
     policy = reader.policy(document, source)
     if reader.problems:
         raise PolicyError(source, reader.problems)
     return policy
 
 
-class _Reader:
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.problems: list[Problem] = []
-
-    def problem(self, key: str, message: str) -> None:
-        self.problems.append(Problem(key, message, locate(self.text, key)))
-
+class _PolicyReader(Reader):
     def policy(self, document: dict[str, Any], source: str) -> Policy:
         for key in document:
             if key not in TOP_LEVEL:
                 self.problem(key, f"unknown section (expected one of {', '.join(TOP_LEVEL)})")
-        server = Server(**self.table(document, "server", SERVER))
-        timeouts = Timeouts(**self.table(document, "timeouts", TIMEOUTS))
-        backends = self.backends(document.get("backends"))
-        return Policy(server, timeouts, backends, source)
+        backends = self.backends(document)
+        clouds = tuple(
+            CloudTarget(**self.fields(e, p, CLOUD)) for p, e in self.entries(document, "clouds")
+        )
+        self.unique([(f"clouds[{i}].name", c.name) for i, c in enumerate(clouds)], "cloud target")
+        privacy = self.privacy(document, {c.name for c in clouds})
+        return Policy(
+            server=Server(**self.table(document, "server", SERVER)),
+            timeouts=Timeouts(**self.table(document, "timeouts", TIMEOUTS)),
+            backends=backends,
+            clouds=clouds,
+            routes=self.routes(document, {b.name for b in backends}, {c.name for c in clouds}),
+            privacy=privacy,
+            tenants=self.tenants(document, privacy),
+            breaker=BreakerSettings(**self.table(document, "breaker", BREAKER)),
+            retry=RetrySettings(**self.table(document, "retry", RETRY)),
+            source=source,
+        )
 
-    def table(self, parent: Mapping[str, Any], key: str, specs: dict[str, Spec]) -> dict[str, Any]:
-        raw = parent.get(key, {})
-        if not isinstance(raw, dict):
-            self.problem(key, "must be a table")
-            raw = {}
-        return self.fields(raw, key, specs)
-
-    def fields(self, raw: Mapping[str, Any], path: str, specs: dict[str, Spec]) -> dict[str, Any]:
-        values: dict[str, Any] = {}
-        for key in raw:
-            if key not in specs:
-                self.problem(f"{path}.{key}", f"unknown key (expected one of {', '.join(specs)})")
-        for key, spec in specs.items():
-            values[key] = self.value(raw, f"{path}.{key}", key, spec)
-        return values
-
-    def value(self, raw: Mapping[str, Any], path: str, key: str, spec: Spec) -> Any:
-        if key not in raw:
-            if spec.default is _REQUIRED:
-                self.problem(path, f"is required ({spec.expected})")
-            return None if spec.default is _REQUIRED else spec.default
-        value = raw[key]
-        if isinstance(value, bool) or not isinstance(value, spec.kind):
-            self.problem(path, f"expected {spec.expected}, got {value!r}")
-            return spec.default if spec.default is not _REQUIRED else None
-        wrong = spec.check(value) if spec.check else None
-        if wrong:
-            self.problem(path, f"{wrong}, got {value!r}")
-        if isinstance(value, int) and spec.kind == NUMBER:
-            return float(value)
-        return value
-
-    def backends(self, raw: Any) -> tuple[Backend, ...]:
-        if raw is None:
+    def backends(self, document: dict[str, Any]) -> tuple[Backend, ...]:
+        if "backends" not in document:
             self.problem("backends", "at least one [[backends]] entry is required")
-            return ()
-        if not isinstance(raw, list) or not all(isinstance(entry, dict) for entry in raw):
-            self.problem("backends", "must be an array of tables ([[backends]])")
-            return ()
         backends = []
-        seen: set[str] = set()
-        for i, entry in enumerate(raw):
-            values = self.fields(entry, f"backends[{i}]", BACKEND)
-            values["models"] = self.models(values["models"], f"backends[{i}].models")
-            if values["name"] is not None and values["name"] in seen:
-                self.problem(f"backends[{i}].name", f"duplicate backend name {values['name']!r}")
-            seen.add(values["name"])
+        for path, entry in self.entries(document, "backends"):
+            values = self.fields(entry, path, BACKEND)
+            values["models"] = self.models(values["models"], f"{path}.models")
             if values["url"]:
                 values["url"] = values["url"].rstrip("/")
             backends.append(Backend(**values))
+        self.unique([(f"backends[{i}].name", b.name) for i, b in enumerate(backends)], "backend")
         return tuple(backends)
 
-    def models(self, raw: Any, path: str) -> Mapping[str, str] | None:
+    def models(self, raw: Any, path: str) -> dict[str, str] | None:
         if raw is None:
             return None
         if isinstance(raw, list):
@@ -203,3 +215,79 @@ class _Reader:
             self.problem(path, "every value must be the engine's model name (a string)")
             return None
         return dict(raw)
+
+    def routes(
+        self, document: dict[str, Any], backends: set[str], clouds: set[str]
+    ) -> tuple[Route, ...]:
+        routes = []
+        for path, entry in self.entries(document, "routes"):
+            values = self.fields(entry, path, ROUTE)
+            local = self.names(values["local"], f"{path}.local")
+            cloud = self.names(values["cloud"], f"{path}.cloud")
+            self.known(local, backends, f"{path}.local", "backend")
+            self.known(cloud, clouds, f"{path}.cloud", "cloud target")
+            overflow = Overflow(**self.fields(values["overflow"], f"{path}.overflow", OVERFLOW))
+            routes.append(Route(values["model"], local, cloud, overflow, values["deadline_s"]))
+        self.unique([(f"routes[{i}].model", r.model) for i, r in enumerate(routes)], "route model")
+        return tuple(routes)
+
+    def privacy(self, document: dict[str, Any], clouds: set[str]) -> Privacy:
+        values = self.table(document, "privacy", PRIVACY)
+        levels = DEFAULT_LEVELS
+        if values["levels"] is not None:
+            levels = tuple(self.level(entry, f"privacy.levels[{i}]", clouds)
+                           for i, entry in enumerate(values["levels"]))  # fmt: skip
+        names = {level.name for level in levels}
+        self.unique(
+            [(f"privacy.levels[{i}].name", lv.name) for i, lv in enumerate(levels)], "level"
+        )
+        if values["default"] not in names:
+            self.problem(
+                "privacy.default",
+                f"unknown level {values['default']!r} (levels: {', '.join(names)})",
+            )
+        detectors = {}
+        for detector, level in values["detectors"].items():
+            path = f"privacy.detectors.{detector}"
+            if detector not in DETECTORS:
+                self.problem(path, f"unknown detector (expected one of {', '.join(DETECTORS)})")
+            elif level not in names:
+                self.problem(path, f"unknown level {level!r} (levels: {', '.join(sorted(names))})")
+            else:
+                detectors[detector] = level
+        return Privacy(levels, values["default"], detectors)
+
+    def level(self, entry: Any, path: str, clouds: set[str]) -> PrivacyLevel:
+        if not isinstance(entry, dict):
+            self.problem(path, "must be a table {name = ..., cloud = ...}")
+            return PrivacyLevel("invalid", "none")
+        values = self.fields(entry, path, LEVEL)
+        cloud = values["cloud"]
+        if isinstance(cloud, str) and cloud not in ("any", "none"):
+            self.problem(
+                f"{path}.cloud", f'expected "any", "none" or a list of names, got {cloud!r}'
+            )
+            cloud = "none"
+        if isinstance(cloud, list):
+            cloud = self.names(cloud, f"{path}.cloud")
+            self.known(cloud, clouds, f"{path}.cloud", "cloud target")
+        return PrivacyLevel(values["name"] or "invalid", cloud)
+
+    def tenants(self, document: dict[str, Any], privacy: Privacy) -> tuple[Tenant, ...]:
+        names = {level.name for level in privacy.levels}
+        tenants = []
+        for path, entry in self.entries(document, "tenants"):
+            values = self.fields(entry, path, TENANT)
+            if values["privacy"] is not None and values["privacy"] not in names:
+                self.problem(f"{path}.privacy", f"unknown level {values['privacy']!r}")
+            tenants.append(Tenant(**values))
+        self.unique([(f"tenants[{i}].name", t.name) for i, t in enumerate(tenants)], "tenant")
+        return tuple(tenants)
+
+    def known(self, names: tuple[str, ...], defined: set[str], path: str, what: str) -> None:
+        for name in names:
+            if name not in defined:
+                self.problem(
+                    path,
+                    f"unknown {what} {name!r} (defined: {', '.join(sorted(defined)) or 'none'})",
+                )

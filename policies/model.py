@@ -43,11 +43,107 @@ class Backend:
 
 
 @dataclass(frozen=True)
+class CloudTarget:
+    """A hosted model reached through litellm, by litellm's model string."""
+
+    name: str
+    model: str  # e.g. "openai/gpt-4o-mini", "anthropic/claude-3-5-haiku-latest"
+    api_base: str | None = None
+    api_key_env: str | None = None  # the environment variable holding the key, never the key
+
+
+@dataclass(frozen=True)
+class Overflow:
+    """When a local backend counts as saturated for a route (any threshold set and exceeded)."""
+
+    max_waiting: int | None = None  # the engine's own waiting queue
+    max_inflight_ratio: float | None = None  # proxy in-flight / backend max_concurrency
+    max_kv_cache_usage: float | None = None  # 0-1, the engine's KV-cache usage
+    ttft_slo_s: float | None = None  # overflow when the predicted time to first token exceeds it
+    hysteresis: float = 0.1  # a saturated backend is usable again below (1 - hysteresis) x limit
+
+
+@dataclass(frozen=True)
+class Route:
+    model: str  # the public model name
+    local: tuple[str, ...] = ()  # backend names in preference order; () = every one serving it
+    cloud: tuple[str, ...] = ()  # the cloud fallback chain, in order
+    overflow: Overflow = field(default_factory=Overflow)
+    deadline_s: float | None = None  # a request that cannot start by then is refused
+
+
+@dataclass(frozen=True)
+class PrivacyLevel:
+    name: str
+    cloud: Literal["any", "none"] | tuple[str, ...] = "any"  # which cloud targets it may reach
+
+    def allows(self, cloud_target: str) -> bool:
+        if self.cloud == "any":
+            return True
+        if self.cloud == "none":
+            return False
+        return cloud_target in self.cloud
+
+
+@dataclass(frozen=True)
+class Privacy:
+    levels: tuple[PrivacyLevel, ...] = (PrivacyLevel("public"),)  # least strict first
+    default: str = "public"
+    detectors: Mapping[str, str] = field(default_factory=dict)  # detector -> level it implies
+
+    def level(self, name: str) -> PrivacyLevel:
+        return next(level for level in self.levels if level.name == name)
+
+    def strictness(self, name: str) -> int:
+        return [level.name for level in self.levels].index(name)
+
+
+@dataclass(frozen=True)
+class Tenant:
+    name: str
+    privacy: str | None = None  # default privacy level of its requests
+
+
+@dataclass(frozen=True)
+class BreakerSettings:
+    consecutive_failures: int = 5
+    failure_rate: float = 0.5  # open when this share of the window's calls failed ...
+    min_calls: int = 10  # ... and the window holds at least this many
+    window_s: float = 30.0
+    open_s: float = 5.0  # how long it stays open before letting probes through
+    half_open_probes: int = 2  # successes needed to close again
+
+
+@dataclass(frozen=True)
+class RetrySettings:
+    attempts: int = 3  # per target, before moving on to the next one
+    initial_backoff_s: float = 0.1
+    max_backoff_s: float = 2.0
+    multiplier: float = 2.0
+    jitter: bool = True
+
+
+@dataclass(frozen=True)
 class Policy:
     server: Server = field(default_factory=Server)
     timeouts: Timeouts = field(default_factory=Timeouts)
     backends: tuple[Backend, ...] = ()
+    clouds: tuple[CloudTarget, ...] = ()
+    routes: tuple[Route, ...] = ()
+    privacy: Privacy = field(default_factory=Privacy)
+    tenants: tuple[Tenant, ...] = ()
+    breaker: BreakerSettings = field(default_factory=BreakerSettings)
+    retry: RetrySettings = field(default_factory=RetrySettings)
     source: str = "<defaults>"  # the file it was read from, for messages
 
     def backend(self, name: str) -> Backend:
         return next(b for b in self.backends if b.name == name)
+
+    def cloud(self, name: str) -> CloudTarget:
+        return next(c for c in self.clouds if c.name == name)
+
+    def route(self, model: str) -> Route | None:
+        return next((r for r in self.routes if r.model == model), None)
+
+    def tenant(self, name: str) -> Tenant | None:
+        return next((t for t in self.tenants if t.name == name), None)
