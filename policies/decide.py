@@ -1,54 +1,177 @@
-"""decide(model, snapshot, rng) -> RoutingPlan: which backends to try, in order, and why. Pure.
+"""decide(...) -> RoutingPlan: where a request may go, in order, and why. Pure.
 
-Among the healthy backends that serve the model, the one with the least outstanding work goes
-first (our in-flight requests plus the engine's own queue: least-outstanding-work beats
-round-robin because requests are of very different sizes). An Ollama backend that already has the
-model in memory goes before one that would have to load it. Ties are broken at random, so a
-quiet fleet does not send everything to the first backend in the file.
+1. Local candidates (the route's backends, or every backend serving the model): unhealthy and
+   breaker-open ones are skipped; the others are split into usable and saturated (policies/
+   saturation.py). Usable ones are ranked by least outstanding work (a warm Ollama instance
+   first, ties at random).
+2. The cloud chain, in the route's order, keeps only the targets the request's privacy level
+   allows and whose breakers are not open.
+3. Order: usable locals, then the cloud chain, then saturated locals as a last resort. When no
+   local is usable the request overflows: the cloud chain comes first. A request the cloud may
+   not take is served by a saturated local if its predicted wait fits the route's deadline, and
+   refused (no targets) otherwise: it never reaches the cloud.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
 
 from policies.load import BackendLoad, LoadSnapshot
+from policies.model import Policy, Route
+from policies.saturation import predicted_ttft, saturation
+
+
+@dataclass(frozen=True)
+class RequestFacts:
+    model: str
+    privacy: str = "public"  # the level's name
+    tokens: int = 256  # estimated prompt tokens + max_tokens
 
 
 @dataclass(frozen=True)
 class Target:
-    backend: str
+    kind: Literal["local", "cloud"]
+    name: str
     upstream_model: str
 
     @property
     def route(self) -> str:
-        return f"local/{self.backend}"
+        return f"{self.kind}/{self.name}"
 
 
 @dataclass(frozen=True)
 class RoutingPlan:
     model: str
     targets: tuple[Target, ...]
-    reasons: tuple[str, ...]  # every skip and ordering decision, for headers, logs and explain
+    reasons: tuple[str, ...]  # every skip and ordering decision: headers, logs, explain
+    privacy: str = "public"
+    overflowed: bool = False
+    saturated: frozenset[str] = field(default_factory=frozenset)  # for the next hysteresis
 
     @property
     def why_none(self) -> str:
-        return "; ".join(self.reasons) or f"no backend serves model {self.model!r}"
+        return "; ".join(self.reasons) or f"no target serves model {self.model!r}"
 
 
-def decide(model: str, snapshot: LoadSnapshot, rng: random.Random) -> RoutingPlan:
+def route_for(policy: Policy, model: str) -> Route:
+    return policy.route(model) or Route(model)
+
+
+def decide(
+    facts: RequestFacts,
+    policy: Policy,
+    snapshot: LoadSnapshot,
+    rng: random.Random,
+    blocked: Mapping[str, str] | None = None,
+    saturated_before: frozenset[str] = frozenset(),
+) -> RoutingPlan:
+    """`blocked` names targets whose breakers are open (with why)."""
+    blocked = blocked or {}
+    route = route_for(policy, facts.model)
     reasons: list[str] = []
+    usable, saturated = _split_locals(
+        facts, policy, route, snapshot, blocked, saturated_before, reasons
+    )
+    ranked = sorted(usable, key=lambda b: _rank(b, facts.model, rng))
+    clouds = _cloud_chain(facts, policy, route, blocked, reasons)
+    local = [Target("local", b.name, b.models[facts.model]) for b in ranked]
+    last_resort = [Target("local", b.name, b.models[facts.model]) for b in saturated]
+    overflowed = not local and bool(clouds) and bool(saturated)
+    if local:
+        reasons.insert(0, _why_first(ranked, facts.model))
+    elif overflowed:
+        reasons.insert(0, "overflow: every local backend is saturated")
+    elif saturated and not clouds:
+        last_resort = _within_deadline(facts, policy, route, saturated, reasons)
+    targets = (*local, *clouds, *last_resort)
+    return RoutingPlan(
+        facts.model,
+        tuple(targets),
+        tuple(reasons),
+        facts.privacy,
+        overflowed,
+        frozenset(b.name for b in saturated),
+    )
+
+
+def _split_locals(
+    facts: RequestFacts,
+    policy: Policy,
+    route: Route,
+    snapshot: LoadSnapshot,
+    blocked: Mapping[str, str],
+    saturated_before: frozenset[str],
+    reasons: list[str],
+) -> tuple[list[BackendLoad], list[BackendLoad]]:
+    names = route.local or tuple(b.name for b in snapshot.serving(facts.model))
+    by_name = {b.name: b for b in snapshot.backends}
     usable: list[BackendLoad] = []
-    for backend in snapshot.serving(model):
-        if backend.healthy:
-            usable.append(backend)
+    saturated: list[BackendLoad] = []
+    for name in names:
+        backend = by_name.get(name)
+        if backend is None or facts.model not in backend.models:
+            continue
+        if not backend.healthy:
+            reasons.append(f"unhealthy: {name} ({backend.error or 'not answering'})")
+        elif name in blocked:
+            reasons.append(f"breaker open: {name} ({blocked[name]})")
         else:
-            reasons.append(f"unhealthy: {backend.name} ({backend.error or 'not answering'})")
-    ranked = sorted(usable, key=lambda b: _rank(b, model, rng))
-    if ranked:
-        reasons.insert(0, _why_first(ranked, model))
-    targets = tuple(Target(b.name, b.models[model]) for b in ranked)
-    return RoutingPlan(model, targets, tuple(reasons))
+            limit = policy.backend(name).max_concurrency
+            verdict = saturation(
+                backend, route.overflow, limit, facts.tokens, name in saturated_before
+            )
+            if verdict.saturated:
+                reasons.append(f"saturated: {verdict.reason}")
+                saturated.append(backend)
+            else:
+                usable.append(backend)
+    saturated.sort(key=lambda b: b.outstanding)
+    return usable, saturated
+
+
+def _cloud_chain(
+    facts: RequestFacts,
+    policy: Policy,
+    route: Route,
+    blocked: Mapping[str, str],
+    reasons: list[str],
+) -> list[Target]:
+    level = policy.privacy.level(facts.privacy)
+    chain = []
+    for name in route.cloud:
+        if not level.allows(name):
+            reasons.append(f"privacy={facts.privacy}: cloud {name} not allowed")
+        elif name in blocked:
+            reasons.append(f"breaker open: {name} ({blocked[name]})")
+        else:
+            chain.append(Target("cloud", name, policy.cloud(name).model))
+    return chain
+
+
+def _within_deadline(
+    facts: RequestFacts,
+    policy: Policy,
+    route: Route,
+    saturated: list[BackendLoad],
+    reasons: list[str],
+) -> list[Target]:
+    """Saturated locals a cloud-forbidden request may still wait for (all, without a deadline)."""
+    if route.deadline_s is None:
+        reasons.insert(0, "saturated, no cloud allowed: queued locally")
+        return [Target("local", b.name, b.models[facts.model]) for b in saturated]
+    kept = []
+    for backend in saturated:
+        wait = predicted_ttft(backend, facts.tokens, policy.backend(backend.name).max_concurrency)
+        if wait is not None and wait > route.deadline_s:
+            reasons.append(
+                f"deadline: {backend.name} predicted wait {wait:.1f}s > {route.deadline_s:g}s"
+            )
+        else:
+            kept.append(Target("local", backend.name, backend.models[facts.model]))
+    return kept
 
 
 def _why_first(ranked: list[BackendLoad], model: str) -> str:

@@ -20,6 +20,8 @@ class BackendLoad:
     kv_cache_usage: float | None = None  # engine-reported (vLLM /metrics)
     loaded_models: frozenset[str] | None = None  # engine-reported (Ollama /api/ps)
     error: str | None = None  # why it is unhealthy
+    token_rate: float | None = None  # tokens/s it has shown it can process (prompt + output)
+    mean_request_tokens: float | None = None  # prompt + max_tokens of the requests it serves
 
     @property
     def outstanding(self) -> int:

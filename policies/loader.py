@@ -237,9 +237,9 @@ class _PolicyReader(Reader):
         if values["levels"] is not None:
             levels = tuple(self.level(entry, f"privacy.levels[{i}]", clouds)
                            for i, entry in enumerate(values["levels"]))  # fmt: skip
-        names = {level.name for level in levels}
+        names = {level.name for level in levels if level.name}
         self.unique(
-            [(f"privacy.levels[{i}].name", lv.name) for i, lv in enumerate(levels)], "level"
+            [(f"privacy.levels[{i}].name", lv.name or None) for i, lv in enumerate(levels)], "level"
         )
         if values["default"] not in names:
             self.problem(
@@ -260,7 +260,7 @@ class _PolicyReader(Reader):
     def level(self, entry: Any, path: str, clouds: set[str]) -> PrivacyLevel:
         if not isinstance(entry, dict):
             self.problem(path, "must be a table {name = ..., cloud = ...}")
-            return PrivacyLevel("invalid", "none")
+            return PrivacyLevel("", "none")
         values = self.fields(entry, path, LEVEL)
         cloud = values["cloud"]
         if isinstance(cloud, str) and cloud not in ("any", "none"):
@@ -271,7 +271,7 @@ class _PolicyReader(Reader):
         if isinstance(cloud, list):
             cloud = self.names(cloud, f"{path}.cloud")
             self.known(cloud, clouds, f"{path}.cloud", "cloud target")
-        return PrivacyLevel(values["name"] or "invalid", cloud)
+        return PrivacyLevel(values["name"] or "", cloud)  # a missing name is reported already
 
     def tenants(self, document: dict[str, Any], privacy: Privacy) -> tuple[Tenant, ...]:
         names = {level.name for level in privacy.levels}
@@ -279,7 +279,10 @@ class _PolicyReader(Reader):
         for path, entry in self.entries(document, "tenants"):
             values = self.fields(entry, path, TENANT)
             if values["privacy"] is not None and values["privacy"] not in names:
-                self.problem(f"{path}.privacy", f"unknown level {values['privacy']!r}")
+                known = ", ".join(sorted(names))
+                self.problem(
+                    f"{path}.privacy", f"unknown level {values['privacy']!r} (levels: {known})"
+                )
             tenants.append(Tenant(**values))
         self.unique([(f"tenants[{i}].name", t.name) for i, t in enumerate(tenants)], "tenant")
         return tuple(tenants)

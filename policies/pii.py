@@ -13,11 +13,20 @@ from collections.abc import Callable, Iterable
 
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 _PHONE = re.compile(
-    r"(?<![\w.+])(?:\+\d{1,3}[\s.-]?)?(?:\(\d{1,4}\)[\s.-]?)?\d{2,4}(?:[\s.-]\d{2,4}){1,4}(?![\w.])"
+    r"(?<![\w.+])(?:"
+    r"\+\d{1,3}[\s.-]?(?:\(\d{1,4}\)[\s.-]?)?\d{1,5}(?:[\s.-]\d{2,6}){1,4}"  # +CC with groups
+    r"|(?:\(\d{1,4}\)[\s.-]?)?\d{2,4}(?:[\s.-]\d{2,4}){1,4}"  # national, grouped
+    r"|\+\d{9,15}"  # E.164 without separators
+    r")(?![\w.])"
+)
+# Digit groups that are not phone numbers, removed before looking for one.
+_NOT_PHONES = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2})?)?|\d{1,2}:\d{2}(?::\d{2})?"
+    r"|(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])"
 )
 _CARD = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
 _SSN = re.compile(r"(?<!\d)(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?!\d)")
-_IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
+_IBAN_START = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}")
 _IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
 _IPV6 = re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])")
 
@@ -46,8 +55,8 @@ def _email(text: str) -> bool:
 
 
 def _phone(text: str) -> bool:
-    # Card numbers and IBANs are digit groups too: they are their own detectors' business.
-    text = _IBAN.sub(" ", _CARD.sub(" ", text))
+    # Card numbers, IBANs, dates, times and IP addresses are digit groups too, but not phones.
+    text = _NOT_PHONES.sub(" ", _IBAN_START.sub(" ", _CARD.sub(" ", text)))
     for match in _PHONE.finditer(text):
         digits = re.sub(r"\D", "", match.group())
         if 10 <= len(digits) <= 15:
@@ -68,7 +77,13 @@ def _ssn(text: str) -> bool:
 
 
 def _iban(text: str) -> bool:
-    return any(iban_valid(m.group()) for m in _IBAN.finditer(text.upper()))
+    """An IBAN inside a sentence: the pattern also takes the words after it, so try every
+    length an IBAN may have, longest first."""
+    for match in _IBAN_START.finditer(text.upper()):
+        compact = match.group().replace(" ", "")
+        if any(iban_valid(compact[:n]) for n in range(min(34, len(compact)), 14, -1)):
+            return True
+    return False
 
 
 def _ip(text: str) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -36,6 +37,32 @@ _VLLM_GAUGES = {
 
 
 @dataclass
+class TokenMeter:
+    """How many tokens/s a backend has shown it can process: the best rate seen over a window
+    while it was kept busy, slowly forgotten. Rates measured while it idled say nothing about
+    its capacity, so they never lower the estimate by themselves."""
+
+    window_s: float = 5.0
+    decay_per_window: float = 0.9
+    started: float | None = None
+    tokens: int = 0
+    busy: bool = False
+    capacity: float | None = None
+
+    def add(self, now: float, tokens: int, busy: bool) -> None:
+        if self.started is None:
+            self.started = now
+        self.tokens += tokens
+        self.busy = self.busy or busy
+        elapsed = now - self.started
+        if elapsed >= self.window_s:
+            rate = self.tokens / elapsed
+            remembered = (self.capacity or 0.0) * self.decay_per_window
+            self.capacity = max(rate, remembered) if self.busy else (self.capacity or None)
+            self.started, self.tokens, self.busy = now, 0, False
+
+
+@dataclass
 class BackendMonitor:
     config: Backend
     healthy: bool = False
@@ -47,6 +74,8 @@ class BackendMonitor:
     kv_cache_usage: float | None = None
     loaded_models: frozenset[str] | None = None
     probes: int = 0
+    work_in_flight: int = 0  # estimated tokens of the requests in flight here
+    meter: TokenMeter = field(default_factory=lambda: TokenMeter())
 
     @property
     def models(self) -> dict[str, str]:
@@ -65,6 +94,8 @@ class BackendMonitor:
             kv_cache_usage=self.kv_cache_usage,
             loaded_models=self.loaded_models,
             error=None if self.healthy else self.error,
+            token_rate=self.meter.capacity,
+            mean_request_tokens=self.work_in_flight / self.in_flight if self.in_flight else None,
         )
 
     def mark_down(self, error: str) -> None:
@@ -101,13 +132,17 @@ class Backends:
         return self.monitors[name]
 
     @contextlib.contextmanager
-    def in_flight(self, name: str) -> Iterator[None]:
+    def in_flight(self, name: str, tokens: int = 0) -> Iterator[None]:
+        """Count a request (and its estimated work in tokens) as in flight at `name`."""
         monitor = self.monitors[name]
         monitor.in_flight += 1
+        monitor.work_in_flight += tokens
         try:
             yield
         finally:
             monitor.in_flight -= 1
+            monitor.work_in_flight -= tokens
+            monitor.meter.add(time.monotonic(), tokens, busy=monitor.in_flight > 0)
 
     async def _probe_forever(self, monitor: BackendMonitor) -> None:
         while True:

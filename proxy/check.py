@@ -26,9 +26,13 @@ def run(args: argparse.Namespace) -> int:
         count = len(error.problems)
         print(f"{args.file}: {count} problem{'s' if count != 1 else ''}", file=sys.stderr)
         return 2
-    print(
-        f"{args.file}: OK ({len(policy.backends)} backends, {len(policy.clouds)} cloud targets, "
-        f"{len(policy.routes)} routes, {len(policy.privacy.levels)} privacy levels, "
-        f"{len(policy.tenants)} tenants)"
+    counts = (
+        (len(policy.backends), "backend"),
+        (len(policy.clouds), "cloud target"),
+        (len(policy.routes), "route"),
+        (len(policy.privacy.levels), "privacy level"),
+        (len(policy.tenants), "tenant"),
     )
+    summary = ", ".join(f"{n} {what}{'' if n == 1 else 's'}" for n, what in counts)
+    print(f"{args.file}: OK ({summary})")
     return 0

@@ -40,12 +40,13 @@ class PipelineResponse:
     pipeline: Pipeline
     request: ProxyRequest
     request_id: str
+    headers: dict[str, str]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async with DisconnectWatch(receive) as watch:
             reply = Reply(send, watch, scope["state"])
             try:
-                await self.pipeline.run(self.request, reply, self.request_id)
+                await self.pipeline.run(self.request, reply, self.request_id, self.headers)
             except APIError as error:
                 await reply.fail(error)
             except Exception as exc:  # a bug of ours: still an OpenAI-shaped answer, and a log
@@ -60,7 +61,9 @@ def _endpoint(endpoint: Endpoint) -> Any:
         services = _services(request)
         raw = await read_body(request, services.policy.server.max_body_bytes)
         parsed = parse_request(endpoint, raw)
-        return PipelineResponse(services.pipeline, parsed, request.state.request_id)
+        return PipelineResponse(
+            services.pipeline, parsed, request.state.request_id, dict(request.headers)
+        )
 
     return handle
 

@@ -1,22 +1,36 @@
-"""The request path, top to bottom: plan, open the first target that answers, relay.
+"""The request path, top to bottom: classify, plan, try targets in order, relay.
 
-Steps still to come plug in here, in this order (docs/design.md): admission, cache lookup,
-coalescing, the cloud leg, retries and breakers.
+  privacy = classify(...)            policies/privacy (pure)
+  plan = decide(...)                 policies/decide (pure): locals, cloud chain, last resorts
+  for target in plan.targets:        proxy/attempts: breaker, retries before the first byte
+      relay the answer               proxy/reply: chunk by chunk, or whole
+Steps still to come plug in here (docs/design.md): admission, cache lookup, coalescing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
-from dataclasses import dataclass
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 
-from policies.decide import RoutingPlan, Target, decide
+from policies.decide import RequestFacts, RoutingPlan, Target, decide, route_for
 from policies.model import Policy
+from policies.privacy import HEADER, Classification, UnknownLevel, classify
+from proxy.answer import Answer
+from proxy.attempts import Opened, TargetRefused, attempt
 from proxy.backends import Backends
-from proxy.errors import ModelNotFound, NoBackend, UpstreamError, UpstreamUnavailable
+from proxy.breaker import Breaker
+from proxy.cloud import Cloud
+from proxy.errors import BadRequest, ModelNotFound, NoBackend, UpstreamError, UpstreamUnavailable
 from proxy.reply import Reply
 from proxy.schema import ProxyRequest
-from proxy.upstream import Upstream, UpstreamResponse
+from proxy.upstream import Upstream
+
+TENANT_HEADER = "x-overspill-tenant"
 
 
 @dataclass
@@ -24,7 +38,10 @@ class Pipeline:
     policy: Policy
     backends: Backends
     upstream: Upstream
+    cloud: Cloud
     rng: random.Random
+    breakers: dict[str, Breaker] = field(default_factory=dict)
+    saturated: dict[str, frozenset[str]] = field(default_factory=dict)  # hysteresis per model
 
     def __post_init__(self) -> None:
         self._auth = {
@@ -32,51 +49,119 @@ class Pipeline:
             for backend in self.policy.backends
             if backend.api_key_env
         }
+        for name in [b.name for b in self.policy.backends] + [c.name for c in self.policy.clouds]:
+            self.breakers.setdefault(name, Breaker(self.policy.breaker))
 
-    def plan(self, request: ProxyRequest) -> RoutingPlan:
-        snapshot = self.backends.snapshot()
-        if not snapshot.serving(request.model):
-            known = ", ".join(snapshot.public_models()) or "none"
-            raise ModelNotFound(
-                f"The model `{request.model}` does not exist. Available: {known}", param="model"
-            )
-        return decide(request.model, snapshot, self.rng)
-
-    async def run(self, request: ProxyRequest, reply: Reply, request_id: str) -> None:
-        plan = self.plan(request)
-        reply.reasons = plan.reasons
-        failures = list(plan.reasons[1:])
-        for target in plan.targets:
-            with self.backends.in_flight(target.backend):
-                try:
-                    upstream = await self._open(request, target, request_id)
-                except UpstreamUnavailable as error:
-                    # Nothing was sent anywhere yet: mark it down and try the next backend.
-                    self.backends[target.backend].mark_down(error.message)
-                    failures.append(error.message)
-                    continue
-                await reply.relay(upstream, target.route)
-                return
-        why = "; ".join(failures) or plan.why_none
-        raise NoBackend(f"no backend can serve model {request.model!r} now: {why}")
-
-    async def _open(
-        self, request: ProxyRequest, target: Target, request_id: str
-    ) -> UpstreamResponse:
-        backend = self.backends[target.backend].config
-        headers = {
-            "content-type": "application/json",
-            "x-request-id": request_id,
-            **self._auth.get(backend.name, {}),
-        }
+    def classify(self, request: ProxyRequest, headers: dict[str, str]) -> Classification:
+        tenant = self.policy.tenant(headers.get(TENANT_HEADER, ""))
         try:
-            return await self.upstream.open(
-                backend.name,
-                backend.url + request.path,
-                request.upstream_body(target.upstream_model),
-                headers,
-                request.stream,
+            return classify(self.policy.privacy, header=headers.get(HEADER), body=request.body,
+                            tenant=tenant)  # fmt: skip
+        except UnknownLevel as error:
+            param = "metadata.privacy" if error.source == "metadata.privacy" else None
+            raise BadRequest(str(error), param=param, code="unknown_privacy_level") from error
+
+    def plan(self, request: ProxyRequest, privacy: Classification) -> RoutingPlan:
+        snapshot = self.backends.snapshot()
+        route = route_for(self.policy, request.model)
+        if not snapshot.serving(request.model) and not route.cloud:
+            known = sorted({*snapshot.public_models(), *(r.model for r in self.policy.routes)})
+            available = ", ".join(known) or "none"
+            raise ModelNotFound(
+                f"The model `{request.model}` does not exist. Available: {available}", param="model"
             )
-        except UpstreamError as error:
-            error.headers.setdefault("X-Overspill-Route", target.route)
+        facts = RequestFacts(request.model, privacy.level, request.token_estimate)
+        now = time.monotonic()
+        blocked = {
+            n: b.last_failure or "open" for n, b in self.breakers.items() if not b.would_allow(now)
+        }
+        plan = decide(facts, self.policy, snapshot, self.rng, blocked,
+                      self.saturated.get(request.model, frozenset()))  # fmt: skip
+        self.saturated[request.model] = plan.saturated
+        return plan
+
+    async def run(
+        self, request: ProxyRequest, reply: Reply, request_id: str, headers: dict[str, str]
+    ) -> None:
+        privacy = self.classify(request, headers)
+        plan = self.plan(request, privacy)
+        reply.note(plan.reasons, privacy.level)
+        deadline = time.monotonic() + self._deadline(request)
+        failures = list(plan.reasons)
+        last_error: UpstreamError | None = None
+        for target in plan.targets:
+            if target.kind == "cloud" and not self._cloud_allowed(privacy.level, target.name):
+                continue  # decide() never plans this; checked again because it must never happen
+            with self._in_flight(target, request):
+                try:
+                    opener = self._opener(request, target, request_id)
+                    breaker = self.breakers[target.name]
+                    opened = await attempt(opener, breaker, self.policy.retry, deadline)
+                except TargetRefused as refused:
+                    failures.append(f"breaker open: {target.name} ({refused})")
+                    continue
+                except UpstreamError as error:
+                    if not error.retryable:
+                        raise  # the target says the request itself is wrong: no other one helps
+                    failures.append(error.message)
+                    last_error = error
+                    continue
+                await self._relay(reply, opened, target)
+                return
+        why = "; ".join(failures or [plan.why_none])
+        if last_error is not None:
+            # Every target was tried and failed: the last failure's status tells the client most
+            # (502 engine failure, 503 overloaded, 429 with Retry-After), the message tells all.
+            last_error.message = f"every target failed for model {request.model!r}: {why}"
+            raise last_error
+        raise NoBackend(
+            f"no target could serve model {request.model!r} (privacy={privacy.level}): {why}"
+        )
+
+    def _cloud_allowed(self, level: str, cloud: str) -> bool:
+        return self.policy.privacy.level(level).allows(cloud)
+
+    def _deadline(self, request: ProxyRequest) -> float:
+        route = route_for(self.policy, request.model)
+        return route.deadline_s or self.policy.timeouts.total_s
+
+    def _in_flight(self, target: Target, request: ProxyRequest) -> AbstractContextManager[None]:
+        if target.kind == "local":
+            return self.backends.in_flight(target.name, request.token_estimate)
+        return contextlib.nullcontext()
+
+    def _opener(
+        self, request: ProxyRequest, target: Target, request_id: str
+    ) -> Callable[[], Awaitable[Answer]]:
+        async def open_cloud() -> Answer:
+            return await self.cloud.open(self.policy.cloud(target.name), request, request_id)
+
+        async def open_local() -> Answer:
+            return await self._open_local(request, target, request_id)
+
+        return open_cloud if target.kind == "cloud" else open_local
+
+    async def _open_local(self, request: ProxyRequest, target: Target, request_id: str) -> Answer:
+        backend = self.backends[target.name].config
+        headers = {"content-type": "application/json", "x-request-id": request_id,
+                   **self._auth.get(backend.name, {})}  # fmt: skip
+        body = request.upstream_body(target.upstream_model)
+        url = backend.url + request.path
+        try:
+            return await self.upstream.open(backend.name, url, body, headers, request.stream)
+        except UpstreamUnavailable as error:
+            self.backends[target.name].mark_down(error.message)
             raise
+
+    async def _relay(self, reply: Reply, opened: Opened, target: Target) -> None:
+        """Send the answer; the breaker learns how it ended (a stream can fail midway)."""
+        breaker = self.breakers[target.name]
+        try:
+            await reply.relay(opened, target.route)
+        except UpstreamError as error:
+            breaker.record_failure(time.monotonic(), error.message)
+            raise
+        except BaseException:
+            breaker.release()  # the client left: no verdict on the target
+            raise
+        breaker.record_success(time.monotonic())

@@ -22,6 +22,10 @@ PATHS: dict[Endpoint, str] = {
 }
 
 
+# Assumed answer length when a request sets no max_tokens (for wait predictions only).
+DEFAULT_ANSWER_TOKENS = 256
+
+
 @dataclass(frozen=True)
 class ProxyRequest:
     endpoint: Endpoint
@@ -32,6 +36,19 @@ class ProxyRequest:
     @property
     def path(self) -> str:
         return PATHS[self.endpoint]
+
+    @property
+    def token_estimate(self) -> int:
+        """Prompt tokens (about 4 characters each) plus the answer's budget: the request's work
+        in tokens, for predicting waits (an estimate: the engine's own count comes later)."""
+        text = orjson.dumps(self.body.get("messages") or self.body.get("prompt") or "")
+        limit = self.body.get("max_completion_tokens") or self.body.get("max_tokens")
+        answer = (
+            limit
+            if isinstance(limit, int) and not isinstance(limit, bool)
+            else DEFAULT_ANSWER_TOKENS
+        )
+        return len(text) // 4 + answer
 
     def upstream_body(self, upstream_model: str) -> bytes:
         if upstream_model == self.model:

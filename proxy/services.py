@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from policies.model import Policy
 from proxy.backends import Backends
+from proxy.cloud import Cloud
 from proxy.pipeline import Pipeline
 from proxy.upstream import Upstream
 
@@ -25,7 +26,7 @@ class Services:
         upstream = Upstream(policy.timeouts)
         backends = Backends(policy.backends, upstream, policy.server.probe_interval_s)
         await backends.start()
-        pipeline = Pipeline(policy, backends, upstream, random.Random())
+        pipeline = Pipeline(policy, backends, upstream, Cloud(), random.Random())
         return cls(policy, upstream, backends, pipeline)
 
     async def stop(self) -> None:

@@ -6,9 +6,15 @@ import random
 from collections import Counter
 from collections.abc import Mapping
 
-from policies.decide import RoutingPlan, Target, decide
+from policies.decide import RequestFacts, RoutingPlan, Target, decide
 from policies.load import BackendLoad, LoadSnapshot
-from policies.model import BackendKind
+from policies.model import Backend, BackendKind, Policy
+
+
+def decide_for(model: str, snapshot: LoadSnapshot, rng: random.Random) -> RoutingPlan:
+    """decide() for a policy that declares exactly the snapshot's backends, no routes or clouds."""
+    backends = tuple(Backend(b.name, b.kind, f"http://{b.name}:1") for b in snapshot.backends)
+    return decide(RequestFacts(model), Policy(backends=backends), snapshot, rng)
 
 
 def load(
@@ -35,22 +41,22 @@ def load(
 
 
 def order(*backends: BackendLoad, model: str = "m", seed: int = 0) -> list[str]:
-    plan = decide(model, LoadSnapshot(backends), random.Random(seed))
-    return [target.backend for target in plan.targets]
+    plan = decide_for(model, LoadSnapshot(backends), random.Random(seed))
+    return [target.name for target in plan.targets]
 
 
 def test_unhealthy_backend_is_skipped_with_its_error_as_reason() -> None:
-    plan = decide(
+    plan = decide_for(
         "m",
         LoadSnapshot((load("down", healthy=False, error="connection refused"), load("up"))),
         random.Random(0),
     )
-    assert [t.backend for t in plan.targets] == ["up"]
+    assert [t.name for t in plan.targets] == ["up"]
     assert "unhealthy: down (connection refused)" in plan.reasons
 
 
 def test_unhealthy_backend_without_an_error_is_not_answering() -> None:
-    plan = decide("m", LoadSnapshot((load("down", healthy=False),)), random.Random(0))
+    plan = decide_for("m", LoadSnapshot((load("down", healthy=False),)), random.Random(0))
     assert plan.targets == ()
     assert plan.reasons == ("unhealthy: down (not answering)",)
 
@@ -69,7 +75,7 @@ def test_engine_queue_counts_as_outstanding_work() -> None:
 
 
 def test_first_choice_is_explained_with_its_outstanding_count() -> None:
-    plan = decide(
+    plan = decide_for(
         "m",
         LoadSnapshot((load("a", in_flight=2, waiting=1), load("b", in_flight=4))),
         random.Random(0),
@@ -89,9 +95,9 @@ def test_ties_are_broken_at_random() -> None:
     )
     firsts: Counter[str] = Counter()
     for _ in range(200):
-        targets = decide("m", snapshot, rng).targets
-        firsts[targets[0].backend] += 1
-        assert targets[2].backend == "c"
+        targets = decide_for("m", snapshot, rng).targets
+        firsts[targets[0].name] += 1
+        assert targets[2].name == "c"
     assert firsts["a"] > 40
     assert firsts["b"] > 40
     assert firsts["a"] + firsts["b"] == 200
@@ -131,37 +137,37 @@ def test_has_loaded_is_none_when_the_engine_does_not_say() -> None:
 
 def test_backends_not_serving_the_model_are_not_candidates() -> None:
     other = load("other", models={"n": "n"})
-    plan = decide("m", LoadSnapshot((other, load("mine", in_flight=9))), random.Random(0))
-    assert [t.backend for t in plan.targets] == ["mine"]
+    plan = decide_for("m", LoadSnapshot((other, load("mine", in_flight=9))), random.Random(0))
+    assert [t.name for t in plan.targets] == ["mine"]
     assert not any("other" in reason for reason in plan.reasons)
 
 
 def test_plan_maps_the_public_model_to_each_engine_name() -> None:
     vllm = load("gpu", models={"llama": "meta-llama/Llama-3.1-8B-Instruct"})
     ollama = load("mac", kind="ollama", models={"llama": "llama3.1:8b"}, in_flight=1)
-    plan = decide("llama", LoadSnapshot((ollama, vllm)), random.Random(0))
+    plan = decide_for("llama", LoadSnapshot((ollama, vllm)), random.Random(0))
     assert plan.model == "llama"
     assert plan.targets == (
-        Target("gpu", "meta-llama/Llama-3.1-8B-Instruct"),
-        Target("mac", "llama3.1:8b"),
+        Target("local", "gpu", "meta-llama/Llama-3.1-8B-Instruct"),
+        Target("local", "mac", "llama3.1:8b"),
     )
 
 
 def test_target_route_names_the_local_backend() -> None:
-    assert Target("gpu-1", "x").route == "local/gpu-1"
+    assert Target("local", "gpu-1", "x").route == "local/gpu-1"
 
 
 def test_why_none_without_reasons_says_nothing_serves_the_model() -> None:
-    plan = decide("ghost", LoadSnapshot((load("a"),)), random.Random(0))
+    plan = decide_for("ghost", LoadSnapshot((load("a"),)), random.Random(0))
     assert plan.targets == ()
-    assert plan.why_none == "no backend serves model 'ghost'"
+    assert plan.why_none == "no target serves model 'ghost'"
 
 
 def test_why_none_joins_every_reason() -> None:
     snapshot = LoadSnapshot(
         (load("a", healthy=False, error="timeout"), load("b", healthy=False, error="HTTP 500"))
     )
-    plan = decide("m", snapshot, random.Random(0))
+    plan = decide_for("m", snapshot, random.Random(0))
     assert plan.why_none == "unhealthy: a (timeout); unhealthy: b (HTTP 500)"
 
 
@@ -170,7 +176,7 @@ def test_why_none_of_a_hand_built_plan() -> None:
 
 
 def test_empty_snapshot_has_no_targets() -> None:
-    plan = decide("m", LoadSnapshot(), random.Random(0))
+    plan = decide_for("m", LoadSnapshot(), random.Random(0))
     assert (plan.targets, plan.reasons) == ((), ())
 
 

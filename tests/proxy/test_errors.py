@@ -25,7 +25,12 @@ def engine() -> Iterator[Process]:
 
 @pytest.fixture(scope="module")
 def gateway(engine: Process) -> Iterator[Process]:
-    config = "[server]\nprobe_interval_s = 0.2\nmax_body_bytes = 20000\n"
+    # One attempt and a breaker that never opens: each test sees the engine's error mapped as is
+    # (retries and breakers have their own tests).
+    config = (
+        "[server]\nprobe_interval_s = 0.2\nmax_body_bytes = 20000\n[retry]\nattempts = 1\n"
+        "[breaker]\nconsecutive_failures = 1000\nmin_calls = 1000\n"
+    )
     with proxy(config + backend_toml("e", "vllm", engine.url)) as p:
         yield p
 

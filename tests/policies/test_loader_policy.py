@@ -1,0 +1,461 @@
+"""policies/loader.py: clouds, routes, privacy, tenants, breaker and retry sections."""
+
+from __future__ import annotations
+
+from dataclasses import FrozenInstanceError
+from typing import Any
+
+import pytest
+
+from policies.loader import PolicyError, Problem, parse_policy
+from policies.model import (
+    Backend,
+    BreakerSettings,
+    CloudTarget,
+    Overflow,
+    Policy,
+    Privacy,
+    PrivacyLevel,
+    RetrySettings,
+    Route,
+    Tenant,
+)
+
+FULL = """\
+[[backends]]
+name = "gpu-1"
+kind = "vllm"
+url = "http://10.0.0.1:8000"
+
+[[backends]]
+name = "mac"
+kind = "ollama"
+url = "http://10.0.0.2:11434"
+
+[[clouds]]
+name = "openai-mini"
+model = "openai/gpt-4o-mini"
+api_key_env = "OPENAI_API_KEY"
+
+[[clouds]]
+name = "azure-eu"
+model = "azure/gpt-4o"
+api_base = "https://eu.example.azure.com"
+api_key_env = "AZURE_KEY"
+
+[[routes]]
+model = "llama-3.1-8b"
+local = ["gpu-1", "mac"]
+cloud = ["azure-eu", "openai-mini"]
+deadline_s = 30
+
+[routes.overflow]
+max_waiting = 8
+max_inflight_ratio = 1.5
+max_kv_cache_usage = 0.9
+ttft_slo_s = 2
+hysteresis = 0.2
+
+[[routes]]
+model = "qwen"
+
+[privacy]
+default = "internal"
+levels = [
+  { name = "public", cloud = "any" },
+  { name = "internal", cloud = ["azure-eu"] },
+  { name = "secret", cloud = "none" },
+]
+
+[privacy.detectors]
+email = "internal"
+payment_card = "secret"
+
+[[tenants]]
+name = "acme"
+privacy = "secret"
+
+[[tenants]]
+name = "guest"
+
+[breaker]
+consecutive_failures = 3
+failure_rate = 0.25
+min_calls = 20
+window_s = 60
+open_s = 10
+half_open_probes = 1
+
+[retry]
+attempts = 2
+initial_backoff_s = 0
+max_backoff_s = 5
+multiplier = 3
+jitter = false
+"""
+
+BACKEND = '[[backends]]\nname = "a"\nkind = "vllm"\nurl = "http://h:1"\n'  # lines 1-4
+CLOUD = '\n[[clouds]]\nname = "c"\nmodel = "openai/gpt-4o-mini"\n'  # 4 lines, name on the 3rd
+ROUTE = '\n[[routes]]\nmodel = "m"\n'  # 3 lines
+LEVEL = '\n[[privacy.levels]]\nname = "public"\n'  # 3 lines
+TENANT = '\n[[tenants]]\nname = "t"\n'  # 3 lines
+
+
+def problems_of(text: str) -> list[Problem]:
+    with pytest.raises(PolicyError) as caught:
+        parse_policy(text, "f.toml")
+    return caught.value.problems
+
+
+def invalid(
+    name: str, text: str, key: str, line: int | None, fragment: str, *marks: pytest.MarkDecorator
+) -> Any:
+    return pytest.param(text, key, line, fragment, marks=marks, id=name)
+
+
+# (text, key path, line, message fragment); every text has exactly one problem.
+INVALID = [
+    invalid(
+        "unknown backend in a route's local",
+        BACKEND + '\n[[routes]]\nmodel = "m"\nlocal = ["a", "zz"]\n',
+        "routes[0].local", 8, "unknown backend 'zz' (defined: a)",
+    ),
+    invalid(
+        "unknown cloud in a route's cloud",
+        BACKEND + CLOUD + '\n[[routes]]\nmodel = "m"\ncloud = ["c", "nope"]\n',
+        "routes[0].cloud", 12, "unknown cloud target 'nope' (defined: c)",
+    ),
+    invalid(
+        "route cloud with no clouds defined",
+        BACKEND + ROUTE + 'cloud = ["x"]\n',
+        "routes[0].cloud", 8, "unknown cloud target 'x' (defined: none)",
+    ),
+    invalid(
+        "unknown cloud in a level's cloud list",
+        BACKEND + CLOUD + "\n[privacy]\n" + LEVEL
+        + '\n[[privacy.levels]]\nname = "eu"\ncloud = ["c", "x"]\n',
+        "privacy.levels[1].cloud", 17, "unknown cloud target 'x' (defined: c)",
+    ),
+    invalid(
+        "unknown cloud in an inline levels array",
+        BACKEND + CLOUD
+        + '\n[privacy]\nlevels = [{ name = "public" }, { name = "eu", cloud = ["c", "x"] }]\n',
+        "privacy.levels[1].cloud", 11, "unknown cloud target 'x'",
+    ),
+    invalid(
+        "level cloud some",
+        BACKEND + LEVEL + 'cloud = "some"\n',
+        "privacy.levels[0].cloud", 8, "expected \"any\", \"none\" or a list of names, got 'some'",
+    ),
+    invalid(
+        "level cloud list with a non-name",
+        BACKEND + CLOUD + LEVEL + 'cloud = ["c", 3]\n',
+        "privacy.levels[0].cloud", 12, "expected a list of names",
+    ),
+    invalid(
+        "unknown level in default",
+        BACKEND + '\n[privacy]\ndefault = "secret"\n',
+        "privacy.default", 7, "unknown level 'secret' (levels: public)",
+    ),
+    invalid(
+        "default left out and no public level",
+        BACKEND + "\n[privacy]\n" + '\n[[privacy.levels]]\nname = "internal"\n',
+        "privacy.default", 6, "unknown level 'public'",
+    ),
+    invalid(
+        "unknown level in a tenant",
+        BACKEND + TENANT + 'privacy = "vip"\n',
+        "tenants[0].privacy", 8, "unknown level 'vip'",
+    ),
+    invalid(
+        "unknown level in a detector",
+        BACKEND + '\n[privacy.detectors]\nemail = "vip"\n',
+        "privacy.detectors.email", 7, "unknown level 'vip' (levels: public)",
+    ),
+    invalid(
+        "unknown detector",
+        BACKEND + '\n[privacy.detectors]\npassport = "public"\n',
+        "privacy.detectors.passport", 7,
+        "unknown detector (expected one of email, phone, payment_card, us_ssn, iban, ip_address)",
+    ),
+    invalid(
+        "duplicate cloud names",
+        BACKEND + CLOUD + CLOUD,
+        "clouds[1].name", 11, "duplicate cloud target name 'c'",
+    ),
+    invalid(
+        "duplicate route models",
+        BACKEND + ROUTE + ROUTE,
+        "routes[1].model", 10, "duplicate route model name 'm'",
+    ),
+    invalid(
+        "duplicate level names",
+        BACKEND + LEVEL + LEVEL,
+        "privacy.levels[1].name", 10, "duplicate level name 'public'",
+    ),
+    invalid(
+        "duplicate tenant names",
+        BACKEND + TENANT + TENANT,
+        "tenants[1].name", 10, "duplicate tenant name 't'",
+    ),
+    invalid(
+        "litellm model without a provider",
+        BACKEND + '\n[[clouds]]\nname = "c"\nmodel = "gpt-4o-mini"\n',
+        "clouds[0].model", 8, "must be litellm's provider/model",
+    ),
+    invalid(
+        "cloud api_base not a URL",
+        BACKEND + CLOUD + 'api_base = "ftp://x"\n',
+        "clouds[0].api_base", 9, "must be an http:// or https:// URL",
+    ),
+    invalid(
+        "clouds as a single table",
+        BACKEND + '\n[clouds]\nname = "c"\n',
+        "clouds", 6, "must be an array of tables ([[clouds]])",
+    ),
+    invalid(
+        "hysteresis of 1",
+        BACKEND + ROUTE + "\n[routes.overflow]\nhysteresis = 1.0\n",
+        "routes[0].overflow.hysteresis", 10, "must be in [0, 1), got 1.0",
+    ),
+    invalid(
+        "negative hysteresis",
+        BACKEND + ROUTE + "\n[routes.overflow]\nhysteresis = -0.1\n",
+        "routes[0].overflow.hysteresis", 10, "must be in [0, 1), got -0.1",
+    ),
+    invalid(
+        "hysteresis in the second route's overflow",
+        BACKEND + ROUTE + "\n[routes.overflow]\nmax_waiting = 4\n"  # lines 5-10
+        + '\n[[routes]]\nmodel = "n"\n\n[routes.overflow]\nhysteresis = 2\n',  # lines 11-16
+        "routes[1].overflow.hysteresis", 16, "must be in [0, 1)",
+    ),
+    invalid(
+        "max_kv_cache_usage above 1",
+        BACKEND + ROUTE + "\n[routes.overflow]\nmax_kv_cache_usage = 1.5\n",
+        "routes[0].overflow.max_kv_cache_usage", 10, "must be in (0, 1], got 1.5",
+    ),
+    invalid(
+        "negative max_waiting",
+        BACKEND + ROUTE + "\n[routes.overflow]\nmax_waiting = -1\n",
+        "routes[0].overflow.max_waiting", 10, "must not be negative, got -1",
+    ),
+    invalid(
+        "unknown key in overflow",
+        BACKEND + ROUTE + "\n[routes.overflow]\nmax_wait = 3\n",
+        "routes[0].overflow.max_wait", 10, "unknown key (expected one of max_waiting,",
+    ),
+    invalid(
+        "unknown key in a route",
+        BACKEND + ROUTE + 'locals = ["a"]\n',
+        "routes[0].locals", 8, "unknown key (expected one of model, local, cloud,",
+    ),
+    invalid(
+        "route local as a string",
+        BACKEND + ROUTE + 'local = "a"\n',
+        "routes[0].local", 8, "expected a list of backend names, got 'a'",
+    ),
+    invalid(
+        "route without a model",
+        BACKEND + '\n[[routes]]\nlocal = ["a"]\n',
+        "routes[0].model", 6, "is required (the public model name)",
+    ),
+    invalid(
+        "zero route deadline",
+        BACKEND + ROUTE + "deadline_s = 0\n",
+        "routes[0].deadline_s", 8, "must be greater than 0, got 0",
+    ),
+    invalid(
+        "unknown key in privacy",
+        BACKEND + '\n[privacy]\nlevel = "public"\n',
+        "privacy.level", 7, "unknown key (expected one of default, levels, detectors)",
+    ),
+    invalid(
+        "jitter as a string",
+        BACKEND + '\n[retry]\njitter = "yes"\n',
+        "retry.jitter", 7, "expected true or false, got 'yes'",
+    ),
+    invalid(
+        "jitter as an integer",
+        BACKEND + "\n[retry]\njitter = 1\n",
+        "retry.jitter", 7, "expected true or false, got 1",
+    ),
+    invalid(
+        "zero attempts",
+        BACKEND + "\n[retry]\nattempts = 0\n",
+        "retry.attempts", 7, "must be greater than 0, got 0",
+    ),
+    invalid(
+        "backoff multiplier below 1",
+        BACKEND + "\n[retry]\nmultiplier = 0.5\n",
+        "retry.multiplier", 7, "must be at least 1, got 0.5",
+    ),
+    invalid(
+        "zero failure rate",
+        BACKEND + "\n[breaker]\nfailure_rate = 0\n",
+        "breaker.failure_rate", 7, "must be in (0, 1], got 0",
+    ),
+    invalid(
+        "zero half-open probes",
+        BACKEND + "\n[breaker]\nhalf_open_probes = 0\n",
+        "breaker.half_open_probes", 7, "must be greater than 0, got 0",
+    ),
+]  # fmt: skip
+
+
+def test_valid_full_file_parses_into_the_expected_policy() -> None:
+    policy = parse_policy(FULL, "full.toml")
+    assert policy == Policy(
+        backends=(
+            Backend("gpu-1", "vllm", "http://10.0.0.1:8000"),
+            Backend("mac", "ollama", "http://10.0.0.2:11434"),
+        ),
+        clouds=(
+            CloudTarget("openai-mini", "openai/gpt-4o-mini", api_key_env="OPENAI_API_KEY"),
+            CloudTarget("azure-eu", "azure/gpt-4o", "https://eu.example.azure.com", "AZURE_KEY"),
+        ),
+        routes=(
+            Route(
+                "llama-3.1-8b",
+                local=("gpu-1", "mac"),
+                cloud=("azure-eu", "openai-mini"),
+                overflow=Overflow(8, 1.5, 0.9, 2.0, 0.2),
+                deadline_s=30.0,
+            ),
+            Route("qwen"),
+        ),
+        privacy=Privacy(
+            levels=(
+                PrivacyLevel("public", "any"),
+                PrivacyLevel("internal", ("azure-eu",)),
+                PrivacyLevel("secret", "none"),
+            ),
+            default="internal",
+            detectors={"email": "internal", "payment_card": "secret"},
+        ),
+        tenants=(Tenant("acme", "secret"), Tenant("guest")),
+        breaker=BreakerSettings(3, 0.25, 20, 60.0, 10.0, 1),
+        retry=RetrySettings(2, 0.0, 5.0, 3.0, False),
+        source="full.toml",
+    )
+
+
+def test_route_backends_and_clouds_are_tuples_in_the_written_order() -> None:
+    route = parse_policy(FULL).routes[0]
+    assert route.local == ("gpu-1", "mac")
+    assert route.cloud == ("azure-eu", "openai-mini")
+    assert isinstance(route.local, tuple)
+    assert isinstance(route.cloud, tuple)
+
+
+def test_a_route_without_overflow_gets_the_default_thresholds() -> None:
+    route = parse_policy(FULL).route("qwen")
+    assert route is not None
+    assert route.overflow == Overflow(None, None, None, None, 0.1)
+    assert (route.local, route.cloud, route.deadline_s) == ((), (), None)
+
+
+def test_integer_thresholds_and_seconds_become_floats() -> None:
+    policy = parse_policy(FULL)
+    overflow = policy.routes[0].overflow
+    assert type(overflow.ttft_slo_s) is float
+    assert type(overflow.max_waiting) is int
+    assert type(policy.retry.initial_backoff_s) is float
+    assert type(policy.breaker.window_s) is float
+
+
+def test_level_clouds_parse_into_any_none_or_a_tuple() -> None:
+    levels = parse_policy(FULL).privacy.levels
+    assert [level.cloud for level in levels] == ["any", ("azure-eu",), "none"]
+
+
+def test_privacy_levels_allow_their_clouds() -> None:
+    privacy = parse_policy(FULL).privacy
+    public, internal, secret = (privacy.level(n) for n in ("public", "internal", "secret"))
+    assert public.allows("openai-mini")
+    assert public.allows("azure-eu")
+    assert internal.allows("azure-eu")
+    assert not internal.allows("openai-mini")
+    assert not secret.allows("azure-eu")
+
+
+def test_strictness_follows_the_written_order_of_levels() -> None:
+    privacy = parse_policy(FULL).privacy
+    assert [privacy.strictness(n) for n in ("public", "internal", "secret")] == [0, 1, 2]
+
+
+def test_lookups_by_name() -> None:
+    policy = parse_policy(FULL)
+    assert policy.cloud("azure-eu").api_base == "https://eu.example.azure.com"
+    assert policy.tenant("acme") == Tenant("acme", "secret")
+    assert policy.tenant("nobody") is None
+    assert policy.route("missing") is None
+
+
+def test_parsed_sections_are_frozen() -> None:
+    policy = parse_policy(FULL)
+    with pytest.raises(FrozenInstanceError):
+        policy.routes[0].overflow.max_waiting = 1  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        policy.privacy.default = "public"  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        policy.retry.attempts = 9  # type: ignore[misc]
+    assert isinstance(policy.clouds, tuple)
+    assert isinstance(policy.tenants, tuple)
+
+
+def test_without_new_sections_the_defaults_apply() -> None:
+    policy = parse_policy(BACKEND)
+    assert (policy.clouds, policy.routes, policy.tenants) == ((), (), ())
+    assert policy.privacy == Privacy((PrivacyLevel("public", "any"),), "public", {})
+    assert policy.breaker == BreakerSettings()
+    assert policy.retry == RetrySettings(3, 0.1, 2.0, 2.0, True)
+
+
+def test_levels_written_as_an_array_of_tables_parse_the_same() -> None:
+    text = (
+        BACKEND
+        + CLOUD
+        + '\n[privacy]\ndefault = "eu"\n'
+        + '\n[[privacy.levels]]\nname = "public"\n'
+        + '\n[[privacy.levels]]\nname = "eu"\ncloud = ["c"]\n'
+    )
+    privacy = parse_policy(text).privacy
+    assert privacy.levels == (PrivacyLevel("public", "any"), PrivacyLevel("eu", ("c",)))
+    assert privacy.default == "eu"
+
+
+@pytest.mark.parametrize(("text", "key", "line", "fragment"), INVALID)
+def test_invalid_file_reports_key_line_and_message(
+    text: str, key: str, line: int | None, fragment: str
+) -> None:
+    [problem] = problems_of(text)
+    assert (problem.key, problem.line) == (key, line)
+    assert fragment in problem.message
+
+
+def test_the_invalid_table_is_large() -> None:
+    assert len(INVALID) >= 20
+
+
+def test_cross_section_problems_are_all_reported_at_once() -> None:
+    text = (
+        BACKEND  # 1-4
+        + '\n[[routes]]\nmodel = "m"\nlocal = ["x"]\ncloud = ["y"]\n'  # 5-9
+        + '\n[privacy]\ndefault = "vip"\n'  # 10-12
+        + '\n[privacy.detectors]\nphone = "vip"\n'  # 13-15
+        + '\n[[tenants]]\nname = "t"\nprivacy = "vip"\n'  # 16-19
+    )
+    found = sorted((p.key, p.line) for p in problems_of(text))
+    assert found == [
+        ("privacy.default", 12),
+        ("privacy.detectors.phone", 15),
+        ("routes[0].cloud", 9),
+        ("routes[0].local", 8),
+        ("tenants[0].privacy", 19),
+    ]
+
+
+def test_two_levels_without_names_are_not_called_duplicates() -> None:
+    text = BACKEND + '\n[privacy]\ndefault = "public"\n' + "\n[[privacy.levels]]\n" * 2
+    messages = [p.message for p in problems_of(text)]
+    assert not [m for m in messages if "duplicate" in m]

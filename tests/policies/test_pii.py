@@ -1,0 +1,244 @@
+"""policies/pii.py: the built-in detectors of personal data, their checksums and `detect`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from policies.pii import DETECTORS, detect, iban_valid, luhn_valid
+
+ALL = tuple(DETECTORS)
+
+
+def case(text: str, expected: str, *marks: pytest.MarkDecorator) -> Any:
+    return pytest.param(text, expected, marks=marks, id=text)
+
+
+
+# (text, the one detector expected to fire): each fires that detector and no other.
+POSITIVES = [
+    case("mail me at jane.doe@example.com", "email"),
+    case("contact: J.Smith+news@mail.co.uk", "email"),
+    case("x@sub.domain-name.io", "email"),
+    case("CEO <first.last@company.com> wrote:", "email"),
+    case("Reply-To: support@overspill.dev.", "email"),
+    case("call +44 20 7946 0958", "phone"),
+    case("(415) 555-0100", "phone"),
+    case("415.555.0100", "phone"),
+    case("my number is 415-555-0100, thanks", "phone"),
+    case("+1 (415) 555-0100", "phone"),
+    case("+1-415-555-0100", "phone"),
+    case("+1 415 555 0100", "phone"),
+    case("020 7946 0958", "phone"),
+    case("(020) 7946 0958", "phone"),
+    case("+49 30 1234 5678", "phone"),
+    case("+49 (0)30 1234 5678", "phone"),
+    case("call 1-800-555-0199", "phone"),
+    case("+33 1 42 68 53 00", "phone"),
+    case("+44 7700 900123", "phone"),
+    case("+14155550100", "phone"),
+    case("4111 1111 1111 1111", "payment_card"),
+    case("4111-1111-1111-1111", "payment_card"),
+    case("card 4111111111111111 exp 12/27", "payment_card"),
+    case("5500 0000 0000 0004", "payment_card"),
+    case("card: 5555-5555-5555-4444", "payment_card"),
+    case("amex 3782 822463 10005", "payment_card"),
+    case("6011 1111 1111 1117", "payment_card"),
+    case("diners 3056 9309 0259 04", "payment_card"),
+    case("123-45-6789", "us_ssn"),
+    case("SSN 078-05-1120", "us_ssn"),
+    case("my ssn is 219-09-9999.", "us_ssn"),
+    case("899-12-3456", "us_ssn"),
+    case("GB82 WEST 1234 5698 7654 32", "iban"),
+    case("GB82WEST12345698765432", "iban"),
+    case("gb82 west 1234 5698 7654 32", "iban"),
+    case("IBAN: DE89 3704 0044 0532 0130 00.", "iban"),
+    case(
+        "wire it to DE89 3704 0044 0532 0130 00 today",
+        "iban",
+    ),
+    case("DE89370400440532013000", "iban"),
+    case("FR14 2004 1010 0505 0001 3M02 606", "iban"),
+    case("NL91ABNA0417164300", "iban"),
+    case("ES91 2100 0418 4502 0005 1332", "iban"),
+    case("CH93 0076 2011 6238 5295 7", "iban"),
+    case("BE68 5390 0754 7034", "iban"),
+    case("IT60 X054 2811 1010 0000 0123 456", "iban"),
+    case("ssh to 192.168.1.10", "ip_address"),
+    case("server 10.0.0.1:8080 is down", "ip_address"),
+    case("8.8.8.8", "ip_address"),
+    case("172.16.254.1", "ip_address"),
+    case(
+        "192.168.100.200",
+        "ip_address",
+    ),
+    case("2001:db8::1", "ip_address"),
+    case("fe80::1ff:fe23:4567:890a", "ip_address"),
+    case("::1", "ip_address"),
+    case("2001:0db8:85a3:0000:0000:8a2e:0370:7334", "ip_address"),
+    case("listen on [2001:db8::1]:443", "ip_address"),
+    case("::ffff:192.0.2.1", "ip_address"),
+]
+
+# (text, the detector it nearly looks like): none of the detectors fires.
+NEGATIVES = [
+    case("4111 1111 1111 1112", "payment_card"),  # Luhn-invalid
+    case("order 1234567812345678", "payment_card"),  # Luhn-invalid
+    case("5500 0000 0000 0005", "payment_card"),
+    case("41111111111111111111", "payment_card"),  # 20 digits
+    case("GB83 WEST 1234 5698 7654 32", "iban"),  # wrong check digits
+    case("DE88 3704 0044 0532 0130 00", "iban"),
+    case("NL91ABNA0417164301", "iban"),
+    case("AB12 3456", "iban"),
+    case("version 1.2.3.4000", "ip_address"),
+    case("1.2.3.4000", "ip_address"),
+    case("v1.2.3", "ip_address"),
+    case("version 10.0.19041.1234", "ip_address"),
+    case("999.1.1.1", "ip_address"),
+    case("std::vector<int>", "ip_address"),
+    case("Foo::Bar::baz()", "ip_address"),
+    case("MAC 00:1A:2B:3C:4D:5E", "ip_address"),
+    case("ratio 16:9", "ip_address"),
+    case("2024-05-01", "phone"),
+    case("2024/05/01", "phone"),
+    case("01.05.2024", "phone"),
+    case("from 2024-05-01 to 2024-05-31", "phone"),
+    case("2024-05-01T12:30:45Z", "phone"),
+    case(
+        "2024-05-01 12:30:45",
+        "phone",
+    ),
+    case("12:30:45", "ip_address"),
+    case("at 12:30", "phone"),
+    case("12:30:45.123", "ip_address"),
+    case("open 10:00-12:00", "phone"),
+    case("costs 1 200 000 euros", "phone"),
+    case("price 1 200 000", "phone"),
+    case("1 200 000 000", "phone"),
+    case("$1,299.99", "phone"),
+    case("1,234,567.89", "phone"),
+    case("42", "phone"),
+    case("call 555-0100", "phone"),
+    case("order #12345", "phone"),
+    case("zip 94103", "phone"),
+    case("page 12 of 345", "phone"),
+    case("ports 8080-8090", "phone"),
+    case("1999-2024", "phone"),
+    case("ISBN 978-3-16-148410-0", "phone"),
+    case("uuid 123e4567-e89b-12d3-a456-426614174000", "phone"),
+    case("lat 51.5074, lon -0.1278", "phone"),
+    case("000-12-3456", "us_ssn"),
+    case("666-12-3456", "us_ssn"),
+    case("900-12-3456", "us_ssn"),
+    case("999-12-3456", "us_ssn"),
+    case("123-00-4567", "us_ssn"),
+    case("123-45-0000", "us_ssn"),
+    case("123-45-67890", "us_ssn"),
+    case("user@localhost", "email"),
+    case("ping @jane_doe", "email"),
+    case("jane at example dot com", "email"),
+    case("foo@bar", "email"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), POSITIVES)
+def test_realistic_personal_data_fires_exactly_its_detector(text: str, expected: str) -> None:
+    assert detect([text], ALL) == [expected]
+
+
+@pytest.mark.parametrize(("text", "looks_like"), NEGATIVES)
+def test_near_misses_fire_no_detector(text: str, looks_like: str) -> None:
+    assert detect([text], ALL) == []
+
+
+def test_the_tables_are_large_and_cover_every_detector() -> None:
+    assert len(POSITIVES) >= 40
+    assert len(NEGATIVES) >= 40
+    assert {p.values[1] for p in POSITIVES} == set(DETECTORS)
+    assert {p.values[1] for p in NEGATIVES} == set(DETECTORS)
+
+
+def test_detectors_are_listed_in_a_fixed_order() -> None:
+    assert list(DETECTORS) == ["email", "phone", "payment_card", "us_ssn", "iban", "ip_address"]
+
+
+def test_detect_reports_only_enabled_detectors() -> None:
+    text = "jane@example.com paid with 4111 1111 1111 1111 from 10.0.0.1"
+    assert detect([text], ["ip_address"]) == ["ip_address"]
+    assert detect([text], ["email", "payment_card"]) == ["email", "payment_card"]
+
+
+def test_detect_with_nothing_enabled_finds_nothing() -> None:
+    assert detect(["jane@example.com 123-45-6789"], []) == []
+
+
+def test_detect_preserves_detector_order_not_enabled_order() -> None:
+    text = "10.0.0.1 123-45-6789 jane@example.com 4111 1111 1111 1111"
+    enabled = ["ip_address", "us_ssn", "payment_card", "email"]
+    assert detect([text], enabled) == ["email", "payment_card", "us_ssn", "ip_address"]
+
+
+def test_detect_ignores_unknown_detector_names() -> None:
+    assert detect(["jane@example.com"], ["passport", "email"]) == ["email"]
+
+
+def test_detect_fires_when_any_text_matches_and_skips_empty_ones() -> None:
+    texts = ["", "hello", "call (415) 555-0100", "", "GB82 WEST 1234 5698 7654 32"]
+    assert detect(texts, ALL) == ["phone", "iban"]
+
+
+def test_detect_accepts_any_iterables() -> None:
+    texts = (t for t in ["jane@example.com"])
+    assert detect(texts, iter({"email"})) == ["email"]
+
+
+def test_detect_on_no_texts_finds_nothing() -> None:
+    assert detect([], ALL) == []
+
+
+@pytest.mark.parametrize(
+    "digits",
+    ["79927398713", "4111111111111111", "5500000000000004", "378282246310005", "0", "18"],
+)
+def test_luhn_accepts_valid_numbers(digits: str) -> None:
+    assert luhn_valid(digits) is True
+
+
+@pytest.mark.parametrize(
+    "digits", ["79927398710", "4111111111111112", "5500000000000005", "1", "19", "12"]
+)
+def test_luhn_rejects_invalid_numbers(digits: str) -> None:
+    assert luhn_valid(digits) is False
+
+
+@pytest.mark.parametrize(
+    "iban",
+    [
+        "GB82 WEST 1234 5698 7654 32",
+        "GB82WEST12345698765432",
+        "DE89370400440532013000",
+        "FR1420041010050500013M02606",
+        "NL91ABNA0417164300",
+        "BE68539007547034",
+        "NO9386011117947",  # 15 characters, the shortest IBANs
+        "MT84MALT011000012345MTLCAST001S",
+    ],
+)
+def test_iban_valid_accepts_real_ibans(iban: str) -> None:
+    assert iban_valid(iban) is True
+
+
+@pytest.mark.parametrize(
+    "iban",
+    [
+        "GB83WEST12345698765432",  # check digits off by one
+        "GB82WEST12345698765433",  # last digit changed
+        "DE89370400440532013001",
+        "GB82WSET12345698765432",  # transposed letters
+        "NO938601111794",  # 14 characters: too short
+        "GB82" + "1" * 31,  # 35 characters: too long
+    ],
+)
+def test_iban_valid_rejects_wrong_checksums_and_lengths(iban: str) -> None:
+    assert iban_valid(iban) is False
