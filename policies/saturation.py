@@ -50,7 +50,8 @@ def saturation(
     checks: list[tuple[float | None, float | None, str]] = [
         (backend.waiting, overflow.max_waiting, "waiting"),
         (
-            backend.in_flight / max_concurrency if max_concurrency else None,
+            # counting this request: at a ratio of 1.0 the backend takes max_concurrency at once
+            (backend.in_flight + 1) / max_concurrency if max_concurrency else None,
             overflow.max_inflight_ratio,
             "in-flight/max_concurrency",
         ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from dataclasses import dataclass, field
@@ -26,7 +27,11 @@ class Services:
         upstream = Upstream(policy.timeouts)
         backends = Backends(policy.backends, upstream, policy.server.probe_interval_s)
         await backends.start()
-        pipeline = Pipeline(policy, backends, upstream, Cloud(), random.Random())
+        cloud = Cloud()
+        if policy.clouds:
+            # `import litellm` takes seconds: pay it at start, not on the first overflow.
+            await asyncio.to_thread(lambda: cloud.litellm)
+        pipeline = Pipeline(policy, backends, upstream, cloud, random.Random())
         return cls(policy, upstream, backends, pipeline)
 
     async def stop(self) -> None:

@@ -16,6 +16,9 @@ from proxy.children import Child, overspill_command, started
 ROOT = Path(__file__).resolve().parent.parent
 Process = Child
 
+# The key the test policies' cloud targets read (api_key_env = "TEST_CLOUD_KEY").
+TEST_CLOUD_KEY = "sk-test-cloud-key-5678"
+
 # Simulator timings used by most tests: fast enough for a 2-core CI, slow enough to measure.
 FAST_ENGINE = (
     "--decode-base-ms",
@@ -65,5 +68,6 @@ def proxy(config: str, *args: str) -> Iterator[Child]:
     with tempfile.TemporaryDirectory(prefix="overspill-test-") as folder:
         path = Path(folder) / "overspill.toml"
         path.write_text(config)
-        with running(overspill_command("serve", "--config", str(path), "--port", "0", *args)) as p:
+        command = overspill_command("serve", "--config", str(path), "--port", "0", *args)
+        with running(command, env={"TEST_CLOUD_KEY": TEST_CLOUD_KEY}) as p:
             yield p

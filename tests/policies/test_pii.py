@@ -15,7 +15,6 @@ def case(text: str, expected: str, *marks: pytest.MarkDecorator) -> Any:
     return pytest.param(text, expected, marks=marks, id=text)
 
 
-
 # (text, the one detector expected to fire): each fires that detector and no other.
 POSITIVES = [
     case("mail me at jane.doe@example.com", "email"),

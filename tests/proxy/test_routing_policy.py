@@ -1,0 +1,231 @@
+"""Overflow to the cloud, privacy that never leaks, fallback along the chain: real processes
+(the proxy, vLLM-like simulators, cloud simulators that record what reached them)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.processes import Process, proxy, sim
+
+SLOW_LOCAL = ("--max-seqs", "1", "--decode-base-ms", "20", "--prefill-ms-per-token", "0.01")
+CLOUD = ("--personality", "cloud", "--network-latency-ms", "20", "--decode-base-ms", "2")
+
+
+@dataclass
+class Stack:
+    proxy: Process
+    local: Process
+    clouds: list[Process]
+
+    def cloud_bodies(self) -> list[str]:
+        """Everything every cloud received, as text: what left the building."""
+        return [
+            json.dumps(entry["body"])
+            for cloud in self.clouds
+            for entry in httpx.get(cloud.url + "/_sim/requests").json()["requests"]
+        ]
+
+    def clear(self) -> None:
+        for cloud in self.clouds:
+            httpx.delete(cloud.url + "/_sim/requests")
+
+
+def policy(local: str, clouds: list[str], extra: str = "") -> str:
+    cloud_tables = "".join(
+        f'[[clouds]]\nname = "cloud-{i}"\nmodel = "openai/gpt-4o-mini"\napi_base = "{url}/v1"\n'
+        'api_key_env = "TEST_CLOUD_KEY"\n'
+        for i, url in enumerate(clouds)
+    )
+    chain = ", ".join(f'"cloud-{i}"' for i in range(len(clouds)))
+    return f"""
+[server]
+probe_interval_s = 0.2
+[retry]
+attempts = 2
+initial_backoff_s = 0.05
+[[backends]]
+name = "local"
+kind = "vllm"
+url = "{local}"
+models = ["m"]
+max_concurrency = 1
+{cloud_tables}
+[[routes]]
+model = "m"
+cloud = [{chain}]
+[routes.overflow]
+max_inflight_ratio = 1.0
+[privacy]
+default = "public"
+levels = [{{name = "public", cloud = "any"}}, {{name = "internal", cloud = ["cloud-1"]}},
+          {{name = "restricted", cloud = "none"}}]
+[privacy.detectors]
+email = "restricted"
+payment_card = "restricted"
+[[tenants]]
+name = "hr"
+privacy = "restricted"
+{extra}
+"""
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    with (
+        sim("--model", "m", *SLOW_LOCAL) as local,
+        sim(*CLOUD) as c0,
+        sim(*CLOUD) as c1,
+        proxy(policy(local.url, [c0.url, c1.url]), "--log-level", "warning") as p,
+    ):
+        yield Stack(p, local, [c0, c1])
+
+
+@pytest.fixture(autouse=True)
+def fresh(stack: Stack) -> Iterator[None]:
+    stack.clear()
+    yield
+    for process in (stack.local, *stack.clouds):
+        httpx.delete(process.url + "/_sim/faults")
+
+
+async def burst(
+    url: str, bodies: list[dict[str, Any]], headers: dict[str, str] | None = None
+) -> list[httpx.Response]:
+    async with httpx.AsyncClient(base_url=url, timeout=60, headers=headers) as client:
+        return await asyncio.gather(*(client.post("/v1/chat/completions", json=b) for b in bodies))
+
+
+def chat(content: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "model": "m",
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": 30,
+        **extra,
+    }
+
+
+async def test_excess_over_local_capacity_overflows_to_the_cloud(stack: Stack) -> None:
+    responses = await burst(stack.proxy.url, [chat(f"question {i}") for i in range(6)])
+    assert all(r.status_code == 200 for r in responses), [r.text for r in responses]
+    routes = Counter(r.headers["x-overspill-route"] for r in responses)
+    assert routes["local/local"] >= 1
+    assert routes["cloud/cloud-0"] >= 3, routes  # local takes one at a time
+    overflowed = next(r for r in responses if r.headers["x-overspill-route"] == "cloud/cloud-0")
+    assert overflowed.headers["x-overspill-reason"].startswith("overflow")
+    assert overflowed.json()["choices"][0]["message"]["content"]
+    assert len(stack.cloud_bodies()) == routes["cloud/cloud-0"]
+
+
+async def test_streamed_overflow_arrives_as_openai_chunks(stack: Stack) -> None:
+    api = openai.AsyncOpenAI(base_url=stack.proxy.url + "/v1", api_key="x", max_retries=0)
+    blocker = asyncio.create_task(
+        api.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hold"}], max_tokens=60
+        )
+    )
+    await asyncio.sleep(0.3)
+    stream = await api.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "stream me"}], max_tokens=8, stream=True
+    )
+    chunks = [c async for c in stream]
+    await blocker
+    await api.close()
+    assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) == 8
+    assert stack.cloud_bodies()  # it was the cloud that answered
+
+
+@pytest.mark.parametrize(
+    ("body", "headers"),
+    [
+        (chat("secret plan", metadata={"privacy": "restricted"}), {}),
+        (chat("secret plan"), {"X-Overspill-Privacy": "restricted"}),
+        (chat("secret plan"), {"X-Overspill-Tenant": "hr"}),
+        (chat("write to jane.doe@example.com about the plan"), {}),
+        (chat("my card is 4111 1111 1111 1111, charge it"), {}),
+        (
+            chat("my card is 4111 1111 1111 1111", metadata={"privacy": "public"}),
+            {"X-Overspill-Privacy": "public"},
+        ),
+    ],
+    ids=["metadata", "header", "tenant", "email", "card", "card-declared-public"],
+)
+async def test_restricted_requests_never_reach_the_cloud_even_when_local_is_saturated(
+    stack: Stack, body: dict[str, Any], headers: dict[str, str]
+) -> None:
+    saturating = [chat(f"filler {i}") for i in range(3)]
+    restricted = [body] * 3
+    async with httpx.AsyncClient(base_url=stack.proxy.url, timeout=60) as client:
+        results = await asyncio.gather(
+            *(client.post("/v1/chat/completions", json=b) for b in saturating),
+            *(client.post("/v1/chat/completions", json=b, headers=headers) for b in restricted),
+        )
+    for response in results[3:]:
+        assert response.status_code == 200, response.text
+        assert response.headers["x-overspill-route"] == "local/local"
+        assert response.headers["x-overspill-privacy"] == "restricted"
+    leaked = [
+        text
+        for text in stack.cloud_bodies()
+        if "secret" in text or "4111" in text or "jane" in text
+    ]
+    assert leaked == []
+
+
+async def test_internal_requests_only_reach_the_named_cloud(stack: Stack) -> None:
+    responses = await burst(
+        stack.proxy.url, [chat(f"internal {i}", metadata={"privacy": "internal"}) for i in range(5)]
+    )
+    routes = {r.headers["x-overspill-route"] for r in responses}
+    assert "cloud/cloud-0" not in routes
+    assert "cloud/cloud-1" in routes
+    first_cloud = httpx.get(stack.clouds[0].url + "/_sim/requests").json()["requests"]
+    assert not any("internal" in json.dumps(entry["body"]) for entry in first_cloud)
+
+
+def test_unknown_privacy_level_is_a_400(stack: Stack) -> None:
+    response = httpx.post(stack.proxy.url + "/v1/chat/completions", json=chat("x"),
+                          headers={"X-Overspill-Privacy": "top-secret"})  # fmt: skip
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "unknown_privacy_level"
+
+
+async def test_a_cloud_429_storm_falls_back_along_the_chain(stack: Stack) -> None:
+    httpx.post(
+        stack.clouds[0].url + "/_sim/faults", json={"rate_limit_rate": 1.0, "retry_after_s": 0}
+    )
+    responses = await burst(stack.proxy.url, [chat(f"storm {i}") for i in range(5)])
+    assert all(r.status_code == 200 for r in responses), [r.text for r in responses]
+    routes = Counter(r.headers["x-overspill-route"] for r in responses)
+    assert routes["cloud/cloud-1"] >= 3, routes
+
+
+def test_restricted_with_the_local_engine_down_is_refused_naming_the_rule() -> None:
+    with (
+        sim("--model", "m", *SLOW_LOCAL) as local,
+        sim(*CLOUD) as cloud,
+        proxy(policy(local.url, [cloud.url, cloud.url])) as p,
+    ):
+        httpx.post(local.url + "/_sim/faults", json={"listener_down_s": 5})
+        time.sleep(0.6)  # the probe notices
+        headers = {"X-Overspill-Tenant": "hr"}
+        url = p.url + "/v1/chat/completions"
+        restricted = httpx.post(url, json=chat("hr file"), headers=headers, timeout=30)
+        public = httpx.post(url, json=chat("weather"), timeout=30)
+        log = httpx.get(cloud.url + "/_sim/requests").json()
+    assert restricted.status_code == 503
+    message = restricted.json()["error"]["message"]
+    assert "privacy=restricted" in message
+    assert "cloud cloud-0 not allowed" in message
+    assert public.status_code == 200
+    assert public.headers["x-overspill-route"] == "cloud/cloud-0"
+    assert [e["body"]["messages"][0]["content"] for e in log["requests"]] == ["weather"]
