@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import signal
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -13,6 +16,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp
 
 from policies.model import Policy
+from policies.watcher import PolicyWatcher
 from proxy.errors import APIError, InternalError, error_body
 from proxy.handlers import ROUTES, json_response
 from proxy.middleware import RequestContext
@@ -21,14 +25,24 @@ from proxy.services import Services
 log = logging.getLogger("overspill")
 
 
-def build_app(policy: Policy) -> ASGIApp:
+def build_app(policy: Policy, path: Path | None = None) -> ASGIApp:
+    """The proxy; with `path`, the policy file is watched and reloaded (also on SIGHUP)."""
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        app.state.services = await Services.start(policy)
+        services = await Services.start(policy)
+        app.state.services = services
+        watching = None
+        if path is not None:
+            services.watcher = PolicyWatcher(path, services.apply)
+            watching = asyncio.get_running_loop().create_task(services.watcher.watch())
+            _on_sighup(lambda: services.watcher.reload("SIGHUP") if services.watcher else None)
         try:
             yield
         finally:
-            await app.state.services.stop()
+            if watching is not None:
+                watching.cancel()
+            await services.stop()
 
     app = Starlette(
         routes=ROUTES,
@@ -40,6 +54,11 @@ def build_app(policy: Policy) -> ASGIApp:
         },
     )
     return RequestContext(app)
+
+
+def _on_sighup(callback: Callable[[], object]) -> None:
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # not on every platform
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, callback)
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:

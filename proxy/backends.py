@@ -110,18 +110,35 @@ class Backends:
         self.monitors = {config.name: BackendMonitor(config) for config in configs}
         self.upstream = upstream
         self.interval = interval
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: dict[int, asyncio.Task[None]] = {}
 
     async def start(self) -> None:
         """Probe everything once (so the first requests see real state), then keep probing."""
         await asyncio.gather(*(self.probe(m) for m in self.monitors.values()))
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._probe_forever(m)) for m in self.monitors.values()]
+        for monitor in self.monitors.values():
+            self._watch(monitor, probe_first=False)
+
+    def reconfigure(self, configs: tuple[Backend, ...], interval: float) -> None:
+        """A new policy's backends: unchanged ones keep their state and counters, new or changed
+        ones start probing at once, removed ones stop (requests still using them finish)."""
+        kept = {name: m for name, m in self.monitors.items() if m.config in configs}
+        self.monitors = {c.name: kept.get(c.name) or BackendMonitor(c) for c in configs}
+        self.interval = interval
+        live = {id(m) for m in self.monitors.values()}
+        for key in [key for key in self._tasks if key not in live]:
+            self._tasks.pop(key).cancel()
+        for monitor in self.monitors.values():
+            if id(monitor) not in self._tasks:
+                self._watch(monitor, probe_first=True)
+
+    def _watch(self, monitor: BackendMonitor, probe_first: bool) -> None:
+        task = asyncio.get_running_loop().create_task(self._probe_forever(monitor, probe_first))
+        self._tasks[id(monitor)] = task
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        for task in self._tasks.values():
             task.cancel()
-        for task in self._tasks:
+        for task in self._tasks.values():
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
@@ -144,7 +161,9 @@ class Backends:
             monitor.work_in_flight -= tokens
             monitor.meter.add(time.monotonic(), tokens, busy=monitor.in_flight > 0)
 
-    async def _probe_forever(self, monitor: BackendMonitor) -> None:
+    async def _probe_forever(self, monitor: BackendMonitor, probe_first: bool) -> None:
+        if probe_first:
+            await self.probe(monitor)
         while True:
             await asyncio.sleep(self.interval)
             await self.probe(monitor)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from proxy import check, serve
+from proxy import check, explain, serve
 from proxy.engines import cli as engine_cli
 from proxy.sim import cli as sim_cli
 
@@ -18,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     serve.add_parser(commands)
     check.add_parser(commands)
+    explain.add_parser(commands)
     sim_cli.add_parser(commands)
     engine_cli.add_parser(commands)
     args = parser.parse_args(argv)

@@ -15,7 +15,8 @@ from starlette.types import Receive, Scope, Send
 
 from proxy.bodies import read_body
 from proxy.disconnect import DisconnectWatch
-from proxy.errors import APIError, InternalError
+from proxy.errors import APIError, BadRequest, InternalError, NotFound
+from proxy.explain import explanation
 from proxy.pipeline import Pipeline
 from proxy.reply import Reply
 from proxy.schema import Endpoint, ProxyRequest, parse_request
@@ -110,13 +111,55 @@ async def admin_status(request: Request) -> Response:
                 },
             }
         )
+    now = time.monotonic()
+    breakers = {
+        name: {"state": b.state if b.state != "open" or not b.would_allow(now) else "half_open",
+               "last_failure": b.last_failure}
+        for name, b in services.pipeline.breakers.items()
+    }  # fmt: skip
     return json_response(
         {
-            "policy": services.policy.source,
-            "uptime_s": round(time.monotonic() - services.started, 3),
+            "policy": _policy_status(services),
+            "uptime_s": round(now - services.started, 3),
             "backends": backends,
+            "clouds": [{"name": c.name, "model": c.model} for c in services.policy.clouds],
+            "breakers": breakers,
         }
     )
+
+
+def _policy_status(services: Services) -> dict[str, Any]:
+    watcher = services.watcher
+    last = watcher.last if watcher else None
+    return {
+        "source": services.policy.source,
+        "last_reload": None if last is None else {
+            "ok": last.ok, "trigger": last.trigger, "at": last.at, "problems": list(last.problems),
+        },
+        "reloads": dict(watcher.counts) if watcher else {},
+    }  # fmt: skip
+
+
+async def admin_reload(request: Request) -> Response:
+    services = _services(request)
+    if services.watcher is None:
+        raise NotFound("this proxy runs without a policy file to reload")
+    result = services.watcher.reload("admin")
+    body = {"ok": result.ok, "problems": list(result.problems)}
+    return json_response(body, 200 if result.ok else 422)
+
+
+async def admin_explain(request: Request) -> Response:
+    services = _services(request)
+    endpoint = request.query_params.get("endpoint", "chat")
+    if endpoint not in ("chat", "completions", "embeddings"):
+        raise BadRequest("endpoint must be chat, completions or embeddings", param="endpoint")
+    raw = await read_body(request, services.policy.server.max_body_bytes)
+    parsed = parse_request(endpoint, raw)  # type: ignore[arg-type]
+    pipeline = services.pipeline
+    privacy = pipeline.classify(parsed, dict(request.headers))
+    plan = pipeline.plan(parsed, privacy, remember=False)
+    return json_response(explanation(parsed, privacy, plan))
 
 
 ROUTES = [
@@ -127,4 +170,6 @@ ROUTES = [
     Route("/healthz", healthz, methods=["GET"]),
     Route("/readyz", readyz, methods=["GET"]),
     Route("/admin/status", admin_status, methods=["GET"]),
+    Route("/admin/reload", admin_reload, methods=["POST"]),
+    Route("/admin/explain", admin_explain, methods=["POST"]),
 ]

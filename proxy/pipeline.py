@@ -61,7 +61,10 @@ class Pipeline:
             param = "metadata.privacy" if error.source == "metadata.privacy" else None
             raise BadRequest(str(error), param=param, code="unknown_privacy_level") from error
 
-    def plan(self, request: ProxyRequest, privacy: Classification) -> RoutingPlan:
+    def plan(
+        self, request: ProxyRequest, privacy: Classification, remember: bool = True
+    ) -> RoutingPlan:
+        """The routing plan; `remember=False` (explain) leaves the hysteresis memory alone."""
         snapshot = self.backends.snapshot()
         route = route_for(self.policy, request.model)
         if not snapshot.serving(request.model) and not route.cloud:
@@ -77,7 +80,8 @@ class Pipeline:
         }
         plan = decide(facts, self.policy, snapshot, self.rng, blocked,
                       self.saturated.get(request.model, frozenset()))  # fmt: skip
-        self.saturated[request.model] = plan.saturated
+        if remember:
+            self.saturated[request.model] = plan.saturated
         return plan
 
     async def run(

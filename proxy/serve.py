@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -63,11 +64,13 @@ def _serve(path: Path, args: argparse.Namespace, demo: bool) -> int:
     level = args.log_level or policy.server.log_level
     logging.basicConfig(level=level.upper(), format="%(message)s", stream=sys.stderr)
     server = Server(
-        build_app(policy),
+        build_app(policy, path),
         args.host or policy.server.host,
         policy.server.port if args.port is None else args.port,
         log_level="warning",
     )
+    # Until the app installs its SIGHUP handler (a reload), a SIGHUP must not end the process.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     print(
         f"overspill: proxy listening on {server.url} ({len(policy.backends)} backends)", flush=True
     )

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 from policies.model import Policy
+from policies.watcher import PolicyWatcher
 from proxy.backends import Backends
 from proxy.cloud import Cloud
 from proxy.pipeline import Pipeline
@@ -21,6 +22,7 @@ class Services:
     backends: Backends
     pipeline: Pipeline
     started: float = field(default_factory=time.monotonic)
+    watcher: PolicyWatcher | None = None
 
     @classmethod
     async def start(cls, policy: Policy) -> Services:
@@ -33,6 +35,20 @@ class Services:
             await asyncio.to_thread(lambda: cloud.litellm)
         pipeline = Pipeline(policy, backends, upstream, cloud, random.Random())
         return cls(policy, upstream, backends, pipeline)
+
+    def apply(self, policy: Policy) -> None:
+        """Swap in a validated policy. Requests already running keep the pipeline they hold."""
+        old = self.pipeline
+        self.backends.reconfigure(policy.backends, policy.server.probe_interval_s)
+        self.upstream.timeouts = policy.timeouts
+        breakers = {
+            name: breaker
+            for name, breaker in old.breakers.items()
+            if breaker.settings == policy.breaker
+        }
+        self.pipeline = Pipeline(policy, self.backends, self.upstream, old.cloud, old.rng,
+                                 breakers, dict(old.saturated))  # fmt: skip
+        self.policy = policy
 
     async def stop(self) -> None:
         await self.backends.stop()

@@ -1,0 +1,104 @@
+"""Why would this request go where it goes? `overspill explain` and POST /admin/explain.
+
+Both classify the request's privacy and run the same pure decide() the proxy runs, then report
+the ordered targets and every reason, without sending the request anywhere. The admin endpoint
+uses the live load, health and breakers; the command line assumes every backend healthy and idle
+with the models it declares (point it at a running proxy with --proxy for the live view).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from policies.decide import RequestFacts, RoutingPlan, decide
+from policies.load import BackendLoad, LoadSnapshot
+from policies.loader import PolicyError, load_policy
+from policies.model import Policy
+from policies.privacy import HEADER, Classification, UnknownLevel, classify
+from proxy.errors import APIError
+from proxy.schema import Endpoint, ProxyRequest, parse_request
+
+TENANT_HEADER = "x-overspill-tenant"
+
+
+def explanation(
+    request: ProxyRequest, privacy: Classification, plan: RoutingPlan
+) -> dict[str, Any]:
+    return {
+        "model": request.model,
+        "privacy": {"level": privacy.level, "because": list(privacy.reasons)},
+        "targets": [target.route for target in plan.targets],
+        "overflow": plan.overflowed,
+        "reasons": list(plan.reasons),
+        "refused": not plan.targets,
+    }
+
+
+def offline_snapshot(policy: Policy) -> LoadSnapshot:
+    return LoadSnapshot(
+        tuple(BackendLoad(b.name, b.kind, True, dict(b.models or {})) for b in policy.backends)
+    )
+
+
+def explain_offline(
+    policy: Policy, endpoint: Endpoint, body: bytes, headers: dict[str, str]
+) -> dict[str, Any]:
+    request = parse_request(endpoint, body)
+    tenant = policy.tenant(headers.get(TENANT_HEADER, ""))
+    privacy = classify(policy.privacy, header=headers.get(HEADER), body=request.body, tenant=tenant)
+    facts = RequestFacts(request.model, privacy.level, request.token_estimate)
+    plan = decide(facts, policy, offline_snapshot(policy), random.Random(0))
+    return explanation(request, privacy, plan)
+
+
+def add_parser(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "explain", help="show where a request would be routed, and why", description=__doc__
+    )
+    parser.add_argument("file", type=Path, help="the policy file")
+    parser.add_argument("--request", type=Path, required=True, help="a JSON request body")
+    parser.add_argument("--endpoint", choices=["chat", "completions", "embeddings"], default="chat")
+    parser.add_argument("--header", action="append", default=[], metavar="NAME:VALUE")
+    parser.add_argument("--proxy", help="a running proxy's URL: explain with its live state")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    headers = {}
+    for header in args.header:
+        name, _, value = header.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    body = args.request.read_bytes()
+    try:
+        if args.proxy:
+            result = _ask_proxy(args.proxy, args.endpoint, body, headers)
+        else:
+            result = explain_offline(load_policy(args.file), args.endpoint, body, headers)
+    except PolicyError as error:
+        print(error.report(), file=sys.stderr)
+        return 2
+    except (APIError, UnknownLevel) as error:
+        print(f"overspill explain: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def _ask_proxy(url: str, endpoint: str, body: bytes, headers: dict[str, str]) -> dict[str, Any]:
+    request = urllib.request.Request(
+        f"{url.rstrip('/')}/admin/explain?endpoint={endpoint}",
+        data=body,
+        headers={"content-type": "application/json", **headers},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        result: dict[str, Any] = orjson.loads(response.read())
+        return result
