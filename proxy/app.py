@@ -9,16 +9,19 @@ import signal
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from policies.model import Policy
 from policies.watcher import PolicyWatcher
 from proxy.errors import APIError, InternalError, error_body
 from proxy.handlers import ROUTES, json_response
+from proxy.metrics import ServicesCollector, metrics
 from proxy.middleware import RequestContext
 from proxy.services import Services
 
@@ -32,6 +35,8 @@ def build_app(policy: Policy, path: Path | None = None) -> ASGIApp:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         services = await Services.start(policy)
         app.state.services = services
+        app.state.registry = CollectorRegistry(auto_describe=True)
+        app.state.registry.register(ServicesCollector(services))
         watching = None
         if path is not None:
             services.watcher = PolicyWatcher(path, services.apply)
@@ -45,7 +50,7 @@ def build_app(policy: Policy, path: Path | None = None) -> ASGIApp:
             await services.stop()
 
     app = Starlette(
-        routes=ROUTES,
+        routes=[*ROUTES, Route("/metrics", metrics, methods=["GET"])],
         lifespan=lifespan,
         exception_handlers={
             APIError: _api_error,

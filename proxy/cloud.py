@@ -77,6 +77,7 @@ class CloudAnswer:
 class Cloud:
     def __init__(self) -> None:
         self._module: Any = None
+        self.spent = 0.0  # USD by litellm's price tables, for /metrics
 
     @property
     def litellm(self) -> Any:
@@ -106,7 +107,9 @@ class Cloud:
         if request.stream:
             return CloudAnswer(target.name, True, source=result)
         payload = result.model_dump(exclude_none=True)
-        return CloudAnswer(target.name, False, orjson.dumps(payload), cost=self._cost(result),
+        cost = self._cost(result)
+        self.spent += cost
+        return CloudAnswer(target.name, False, orjson.dumps(payload), cost=cost,
                            usage=payload.get("usage") or {})  # fmt: skip
 
     def _cost(self, result: Any) -> float:

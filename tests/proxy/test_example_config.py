@@ -12,3 +12,8 @@ def test_the_example_configuration_loads() -> None:
     assert policy.backends[3].models is None
     assert policy.backends[3].api_key_env == "LMSTUDIO_API_KEY"
     assert policy.server.port == 8080
+    assert [c.name for c in policy.clouds] == ["openai-mini", "anthropic-haiku"]
+    assert policy.routes[0].overflow.ttft_slo_s == 2.0
+    assert [level.name for level in policy.privacy.levels] == ["public", "internal", "restricted"]
+    assert policy.privacy.detectors["payment_card"] == "restricted"
+    assert policy.tenant("hr") is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import signal
 import subprocess
 import threading
@@ -140,6 +141,12 @@ def test_fifty_invalid_edits_during_traffic_change_nothing(stack: Stack) -> None
     assert {route for _, _, route in load.results} == {"local/a"}
     reloads = stack.status()["policy"]["reloads"]  # type: ignore[index]
     assert reloads["rejected"] >= 50
+    metrics = httpx.get(stack.proxy.url + "/metrics").text
+    rejected = re.search(
+        r'^overspill_policy_reloads_total\{result="rejected"\} (\S+)$', metrics, re.M
+    )
+    assert rejected is not None
+    assert float(rejected.group(1)) >= 50
 
 
 def test_sighup_reloads(stack: Stack) -> None:

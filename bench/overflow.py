@@ -1,0 +1,224 @@
+"""Overflow under load: local-only versus overflow-to-cloud, side by side in one run.
+
+A vLLM-like simulator (4 sequences at once) is the local capacity; a cloud simulator (large
+capacity, 150 ms network latency) is the overflow target. First the local capacity C (requests/s)
+is measured. Then, for each mode, Poisson arrivals at 0.5C, 1C, 2C and 4C for --seconds each,
+streamed chat completions of 48 output tokens through the proxy. Reported per mode and load: TTFT
+p50/p99, the share of requests meeting the 2 s TTFT SLO, and the share served by the cloud next to
+the excess over C (1 - C/load). A client waits at most --give-up seconds for a first token (a
+miss). Prints a table, saves bench/results/overflow.png.
+
+    .venv/bin/python -m bench.overflow [--seconds 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+
+from bench.report import plot_path, table
+from proxy.children import Child, overspill_command, started
+
+SLO_S = 2.0
+TOKENS = 48
+LOCAL = ("--max-seqs", "4", "--decode-base-ms", "20", "--decode-per-seq-ms", "1",
+         "--prefill-ms-per-token", "0.05", "--model", "m")  # fmt: skip
+CLOUD = ("--personality", "cloud", "--network-latency-ms", "150", "--decode-base-ms", "10",
+         "--model", "cloud-m")  # fmt: skip
+LOADS = (0.5, 1.0, 2.0, 4.0)
+
+
+def policy(local: str, cloud: str, overflow: bool) -> str:
+    text = f"""
+[server]
+probe_interval_s = 0.25
+log_level = "warning"
+[[backends]]
+name = "local"
+kind = "vllm"
+url = "{local}"
+models = ["m"]
+max_concurrency = 4
+[[clouds]]
+name = "cloud"
+model = "openai/cloud-m"
+api_base = "{cloud}/v1"
+api_key_env = "BENCH_CLOUD_KEY"
+"""
+    if overflow:
+        # Up to 4 running and 4 queued (about one service time of wait), then the cloud.
+        text += '[[routes]]\nmodel = "m"\ncloud = ["cloud"]\n[routes.overflow]\n'
+        text += "max_inflight_ratio = 2.0\nttft_slo_s = 1.5\n"
+    return text
+
+
+@contextlib.contextmanager
+def proxy(config: str) -> Iterator[Child]:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "overspill.toml"
+        path.write_text(config)
+        command = overspill_command("serve", "--config", str(path), "--port", "0")
+        with started(command, env={"BENCH_CLOUD_KEY": "sk-bench"}) as child:
+            yield child
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ttft: float | None  # None: no first token before giving up (or an error)
+    route: str
+
+
+async def one(session: aiohttp.ClientSession, url: str, give_up: float) -> Outcome:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hello"}],
+            "max_tokens": TOKENS, "stream": True}  # fmt: skip
+    start = time.perf_counter()
+    try:
+        async with asyncio.timeout(give_up):
+            async with session.post(url + "/v1/chat/completions", json=body) as response:
+                route = response.headers.get("x-overspill-route", "error")
+                if response.status != 200:
+                    return Outcome(None, route)
+                first: float | None = None
+                async for line in response.content:
+                    if first is None and b'"content":"' in line and b'"content":""' not in line:
+                        first = time.perf_counter() - start
+                return Outcome(first, route)
+    except (TimeoutError, aiohttp.ClientError):
+        return Outcome(None, "gave up")
+
+
+async def poisson(
+    url: str, rate: float, seconds: float, give_up: float, seed: int
+) -> list[Outcome]:
+    rng = random.Random(seed)
+    tasks = []
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            tasks.append(asyncio.create_task(one(session, url, give_up)))
+            await asyncio.sleep(rng.expovariate(rate))
+        return list(await asyncio.gather(*tasks))
+
+
+async def capacity(url: str, seconds: float = 8.0) -> float:
+    """Requests/s the local engine completes when kept busy (16 clients in a closed loop)."""
+    done = 0
+    async with aiohttp.ClientSession() as session:
+        end = time.perf_counter() + seconds
+
+        async def client() -> None:
+            nonlocal done
+            while time.perf_counter() < end:
+                await one(session, url, 60)
+                done += 1
+
+        start = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(16)))
+        return done / (time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class Row:
+    mode: str
+    load: float
+    rate: float
+    outcomes: list[Outcome]
+
+    def ttfts(self) -> list[float]:
+        return sorted(o.ttft if o.ttft is not None else float("inf") for o in self.outcomes)
+
+    def pct(self, q: float) -> float:
+        values = self.ttfts()
+        return values[min(len(values) - 1, int(q * len(values)))]
+
+    @property
+    def slo_share(self) -> float:
+        return sum(1 for t in self.ttfts() if t <= SLO_S) / len(self.outcomes)
+
+    @property
+    def cloud_share(self) -> float:
+        return sum(1 for o in self.outcomes if o.route.startswith("cloud/")) / len(self.outcomes)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--give-up", type=float, default=30)
+    args = parser.parse_args()
+    rows: list[Row] = []
+    with started(overspill_command("sim", "--port", "0", *LOCAL)) as local, \
+            started(overspill_command("sim", "--port", "0", *CLOUD)) as cloud:  # fmt: skip
+        c = asyncio.run(capacity(local.url))
+        print(f"local capacity C = {c:.2f} requests/s ({TOKENS}-token answers)", file=sys.stderr)
+        for mode, overflow in (("local only", False), ("overflow", True)):
+            with proxy(policy(local.url, cloud.url, overflow)) as p:
+                asyncio.run(poisson(p.url, c, 3, args.give_up, seed=1))  # warm up
+                for i, load in enumerate(LOADS):
+                    outcomes = asyncio.run(poisson(p.url, load * c, args.seconds, args.give_up, i))
+                    rows.append(Row(mode, load, load * c, outcomes))
+                    row = rows[-1]
+                    print(f"  {mode:10} {load}C: p99 {row.pct(0.99):.2f}s slo {row.slo_share:.1%} "
+                          f"cloud {row.cloud_share:.1%}", file=sys.stderr)  # fmt: skip
+                    asyncio.run(asyncio.sleep(3))  # let the queue drain between loads
+    print(f"local capacity C = {c:.2f} requests/s\n")
+    print(table(
+        ["mode", "load", "req/s", "requests", "TTFT p50 s", "TTFT p99 s", f"TTFT <= {SLO_S:g}s",
+         "to cloud", "excess over C"],
+        [[r.mode, f"{r.load:g}C", round(r.rate, 2), len(r.outcomes), _s(r.pct(0.5)),
+          _s(r.pct(0.99)), f"{r.slo_share:.1%}", f"{r.cloud_share:.1%}",
+          f"{max(0.0, 1 - 1 / r.load):.1%}"] for r in rows],
+    ))  # fmt: skip
+    plot(rows)
+    return 0
+
+
+def _s(seconds: float) -> str:
+    return "never" if seconds == float("inf") else f"{seconds:.2f}"
+
+
+def plot(rows: list[Row]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ttft, share) = plt.subplots(1, 2, figsize=(10, 4))
+    for mode, style in (("local only", "o-"), ("overflow", "s-")):
+        mine = [r for r in rows if r.mode == mode]
+        loads = [r.load for r in mine]
+        p99 = [min(r.pct(0.99), 60.0) for r in mine]
+        ttft.plot(loads, p99, style, label=f"{mode}: TTFT p99")
+        share.plot(loads, [100 * r.slo_share for r in mine], style, label=f"{mode}: meets SLO")
+    overflow = [r for r in rows if r.mode == "overflow"]
+    share.plot([r.load for r in overflow], [100 * r.cloud_share for r in overflow], "^--",
+               label="overflow: sent to cloud")  # fmt: skip
+    share.plot([r.load for r in overflow], [100 * max(0, 1 - 1 / r.load) for r in overflow],
+               ":", color="grey", label="excess over C")  # fmt: skip
+    ttft.axhline(SLO_S, color="red", linestyle="--", linewidth=1, label="SLO 2 s")
+    ttft.set_yscale("log")
+    ttft.set_xlabel("offered load (x local capacity C)")
+    ttft.set_ylabel("seconds")
+    ttft.legend(fontsize=8)
+    share.set_xlabel("offered load (x local capacity C)")
+    share.set_ylabel("% of requests")
+    share.legend(fontsize=8)
+    fig.suptitle("Overflow before the queue explodes")
+    fig.tight_layout()
+    path = plot_path("overflow")
+    fig.savefig(path, dpi=120)
+    print(f"plot: {path}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""GET /metrics: the proxy's state in Prometheus text format, read from Services at scrape time.
+
+A custom collector over the live objects (no second set of counters to keep in sync). Issue 7
+extends it with request histograms; low-cardinality labels only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.requests import Request
+from starlette.responses import Response
+
+from proxy.services import Services
+
+_BREAKER_STATES = ("closed", "half_open", "open")
+
+
+class ServicesCollector(Collector):
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    def collect(self) -> Iterator[Metric]:
+        services = self.services
+        reloads = CounterMetricFamily(
+            "overspill_policy_reloads", "Policy reloads by result.", labels=["result"]
+        )
+        counts = services.watcher.counts if services.watcher else {"ok": 0, "rejected": 0}
+        for result, count in counts.items():
+            reloads.add_metric([result], count)
+        yield reloads
+        last_ok = GaugeMetricFamily(
+            "overspill_policy_last_reload_ok", "1 if the last reload was accepted, 0 if rejected."
+        )
+        last = services.watcher.last if services.watcher else None
+        last_ok.add_metric([], 1.0 if last is None or last.ok else 0.0)
+        yield last_ok
+        yield from self._backends()
+        yield self._breakers()
+        cost = CounterMetricFamily("overspill_cloud_cost_usd", "Cloud spend (litellm prices).")
+        cost.add_metric([], services.pipeline.cloud.spent)
+        yield cost
+
+    def _backends(self) -> Iterator[Metric]:
+        healthy = GaugeMetricFamily("overspill_backend_healthy", "1 if usable.", labels=["backend"])
+        in_flight = GaugeMetricFamily(
+            "overspill_backend_in_flight", "Requests in flight from this proxy.", labels=["backend"]
+        )
+        for view in self.services.backends.snapshot().backends:
+            healthy.add_metric([view.name], 1.0 if view.healthy else 0.0)
+            in_flight.add_metric([view.name], view.in_flight)
+        yield healthy
+        yield in_flight
+
+    def _breakers(self) -> Metric:
+        gauge = GaugeMetricFamily(
+            "overspill_breaker_state",
+            "1 for the breaker's current state.",
+            labels=["target", "state"],
+        )
+        now = time.monotonic()
+        for name, breaker in self.services.pipeline.breakers.items():
+            state = (
+                "half_open"
+                if breaker.state == "open" and breaker.would_allow(now)
+                else breaker.state
+            )
+            for candidate in _BREAKER_STATES:
+                gauge.add_metric([name, candidate], 1.0 if candidate == state else 0.0)
+        return gauge
+
+
+async def metrics(request: Request) -> Response:
+    registry: CollectorRegistry = request.app.state.registry
+    return Response(generate_latest(registry), media_type="text/plain; version=0.0.4")
