@@ -46,6 +46,7 @@ class CloudAnswer:
     source: Any = None  # litellm's stream
     cost: float = 0.0
     usage: dict[str, Any] = field(default_factory=dict)
+    on_usage: Any = None  # called with a stream's final usage, to price it
 
     @property
     def status(self) -> int:
@@ -61,6 +62,9 @@ class CloudAnswer:
     async def chunks(self) -> AsyncIterator[bytes]:
         try:
             async for chunk in self.source:
+                usage = getattr(chunk, "usage", None)
+                if usage is not None and self.on_usage is not None:
+                    self.on_usage(usage)
                 yield b"data: " + chunk.model_dump_json(exclude_none=True).encode() + b"\n\n"
             yield b"data: [DONE]\n\n"
         except Exception as exc:
@@ -105,12 +109,29 @@ class Cloud:
         except Exception as exc:
             raise _mapped(target.name, exc) from exc
         if request.stream:
-            return CloudAnswer(target.name, True, source=result)
+
+            def price(usage: Any) -> None:
+                self._price_stream(target, usage)
+
+            return CloudAnswer(target.name, True, source=result, on_usage=price)
         payload = result.model_dump(exclude_none=True)
         cost = self._cost(result)
         self.spent += cost
         return CloudAnswer(target.name, False, orjson.dumps(payload), cost=cost,
                            usage=payload.get("usage") or {})  # fmt: skip
+
+    def _price_stream(self, target: CloudTarget, usage: Any) -> None:
+        """A stream is priced from its final usage chunk (sent when the client asked for it,
+        `stream_options.include_usage`); without one its cost stays unknown (0)."""
+        try:
+            prompt, completion = self.litellm.cost_per_token(
+                model=target.model,
+                prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            )
+        except Exception:  # an unpriced model: unknown cost, never a failed request
+            return
+        self.spent += float(prompt) + float(completion)
 
     def _cost(self, result: Any) -> float:
         try:

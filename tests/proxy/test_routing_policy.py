@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -229,3 +230,24 @@ def test_restricted_with_the_local_engine_down_is_refused_naming_the_rule() -> N
     assert public.status_code == 200
     assert public.headers["x-overspill-route"] == "cloud/cloud-0"
     assert [e["body"]["messages"][0]["content"] for e in log["requests"]] == ["weather"]
+
+
+def cloud_cost(stack: Stack) -> float:
+    text = httpx.get(stack.proxy.url + "/metrics").text
+    match = re.search(r"^overspill_cloud_cost_usd_total (\S+)$", text, re.MULTILINE)
+    assert match is not None
+    return float(match.group(1))
+
+
+async def test_cloud_spend_is_priced_from_litellms_tables(stack: Stack) -> None:
+    """gpt-4o-mini at $0.15 / $0.60 per million prompt / completion tokens."""
+    before = cloud_cost(stack)
+    responses = await burst(stack.proxy.url, [chat(f"priced {i}") for i in range(6)])
+    expected = sum(
+        r.json()["usage"]["prompt_tokens"] * 0.15e-6
+        + r.json()["usage"]["completion_tokens"] * 0.6e-6
+        for r in responses
+        if r.headers["x-overspill-route"].startswith("cloud/")
+    )
+    assert expected > 0
+    assert cloud_cost(stack) - before == pytest.approx(expected, rel=1e-6)
