@@ -6,17 +6,19 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
-from tests.processes import Process, proxy, sim
+from tests.processes import TEST_CLOUD_KEY, Process, overspill_command, proxy, running, sim
 
 SLOW_LOCAL = ("--max-seqs", "1", "--decode-base-ms", "20", "--prefill-ms-per-token", "0.01")
 CLOUD = ("--personality", "cloud", "--network-latency-ms", "20", "--decode-base-ms", "2")
@@ -251,3 +253,44 @@ async def test_cloud_spend_is_priced_from_litellms_tables(stack: Stack) -> None:
     )
     assert expected > 0
     assert cloud_cost(stack) - before == pytest.approx(expected, rel=1e-6)
+
+
+def test_restricted_requests_stay_local_while_the_policy_is_reloaded(tmp_path: Path) -> None:
+    """Saturating traffic, restricted requests and a stream of valid policy edits at once."""
+    with sim("--model", "m", *SLOW_LOCAL) as local, sim(*CLOUD) as c0, sim(*CLOUD) as c1:
+        text = policy(local.url, [c0.url, c1.url])
+        path = tmp_path / "overspill.toml"
+        path.write_text(text)
+        command = overspill_command("serve", "--config", str(path), "--port", "0")
+        with running(command, env={"TEST_CLOUD_KEY": TEST_CLOUD_KEY}) as p:
+            stop = threading.Event()
+
+            def edit() -> None:
+                for i in range(40):
+                    if stop.is_set():
+                        return
+                    # alternate the cloud chain's order: a real change, reloaded each time
+                    swapped = text.replace(
+                        'cloud = ["cloud-0", "cloud-1"]', 'cloud = ["cloud-1", "cloud-0"]'
+                    )
+                    path.write_text(swapped if i % 2 else text)
+                    time.sleep(0.1)
+
+            editor = threading.Thread(target=edit)
+            editor.start()
+            bodies = [chat(f"filler {i}") for i in range(20)]
+            secret = [chat(f"secret {i} for jane.doe@example.com") for i in range(20)]
+            responses = asyncio.run(
+                burst(p.url, [b for pair in zip(bodies, secret, strict=True) for b in pair])
+            )
+            stop.set()
+            editor.join()
+            reloads = httpx.get(p.url + "/admin/status").json()["policy"]["reloads"]
+        logs = [httpx.get(c.url + "/_sim/requests").json()["requests"] for c in (c0, c1)]
+    assert all(r.status_code == 200 for r in responses), [
+        r.text for r in responses if r.status_code != 200
+    ]
+    assert reloads["ok"] >= 3
+    assert any(entry for log in logs for entry in log)  # the fillers did overflow
+    leaked = [e for log in logs for e in log if "secret" in json.dumps(e["body"])]
+    assert leaked == []
