@@ -57,7 +57,7 @@ class ProxyRequest:
 
 
 def parse_request(endpoint: Endpoint, raw: bytes) -> ProxyRequest:
-    body = _json_object(raw)
+    body = decode_json(raw)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequest("'model' is required and must be a non-empty string", param="model")
@@ -72,7 +72,8 @@ def parse_request(endpoint: Endpoint, raw: bytes) -> ProxyRequest:
     return ProxyRequest(endpoint, model, bool(stream), body)
 
 
-def _json_object(raw: bytes) -> dict[str, Any]:
+def decode_json(raw: bytes) -> dict[str, Any]:
+    """A request body as a JSON object, or a 400 saying why not."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -82,24 +83,30 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def _check_chat(body: dict[str, Any]) -> None:
-    messages = body.get("messages")
+def check_messages(messages: Any) -> list[dict[str, Any]]:
+    """A chat's `messages`: a non-empty array of objects with a string role."""
     if not isinstance(messages, list) or not messages:
         raise BadRequest("'messages' must be a non-empty array", param="messages")
     for i, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise BadRequest(f"'messages[{i}]' must be an object", param=f"messages[{i}]")
-        if not isinstance(message.get("role"), str):
-            raise BadRequest(
-                f"'messages[{i}].role' is required and must be a string",
-                param=f"messages[{i}].role",
-            )
-        content = message.get("content")
-        if content is not None and not isinstance(content, str | list):
-            raise BadRequest(
-                f"'messages[{i}].content' must be a string or an array of content parts",
-                param=f"messages[{i}].content",
-            )
+        check_message(message, f"messages[{i}]")
+    return messages
+
+
+def check_message(message: Any, where: str) -> None:
+    if not isinstance(message, dict):
+        raise BadRequest(f"'{where}' must be an object", param=where)
+    if not isinstance(message.get("role"), str):
+        raise BadRequest(f"'{where}.role' is required and must be a string", param=f"{where}.role")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str | list):
+        raise BadRequest(
+            f"'{where}.content' must be a string or an array of content parts",
+            param=f"{where}.content",
+        )
+
+
+def _check_chat(body: dict[str, Any]) -> None:
+    check_messages(body.get("messages"))
 
 
 def _check_completions(body: dict[str, Any]) -> None:

@@ -11,9 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from proxy.errors import BadRequest
+from proxy.schema import check_message, check_messages
 from proxy.sim.tokens import render_chat
 
 
@@ -36,22 +35,8 @@ class EmbeddingRequest:
     inputs: tuple[str, ...]
 
 
-def decode_json(raw: bytes) -> dict[str, Any]:
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise BadRequest(f"request body is not valid JSON: {exc}") from exc
-    if not isinstance(body, dict):
-        raise BadRequest("request body must be a JSON object")
-    return body
-
-
 def parse_chat(body: dict[str, Any]) -> GenerationRequest:
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise BadRequest("'messages' must be a non-empty array", param="messages")
-    for i, message in enumerate(messages):
-        _check_message(message, f"messages[{i}]")
+    messages = check_messages(body.get("messages"))
     return _generation(body, render_chat(messages), _max_tokens(body))
 
 
@@ -85,7 +70,7 @@ def parse_ollama(body: dict[str, Any], chat: bool) -> GenerationRequest:
         if not isinstance(messages, list):
             raise BadRequest("'messages' must be an array", param="messages")
         for i, message in enumerate(messages):
-            _check_message(message, f"messages[{i}]")
+            check_message(message, f"messages[{i}]")
         prompt = render_chat(messages)
     else:
         prompt = _ollama_generate_prompt(body)
@@ -154,19 +139,6 @@ def _model(body: dict[str, Any]) -> str:
     if not isinstance(model, str) or not model:
         raise BadRequest("'model' is required and must be a non-empty string", param="model")
     return model
-
-
-def _check_message(message: Any, where: str) -> None:
-    if not isinstance(message, dict):
-        raise BadRequest(f"'{where}' must be an object", param=where)
-    if not isinstance(message.get("role"), str):
-        raise BadRequest(f"'{where}.role' is required and must be a string", param=f"{where}.role")
-    content = message.get("content")
-    if content is not None and not isinstance(content, str | list):
-        raise BadRequest(
-            f"'{where}.content' must be a string or an array of content parts",
-            param=f"{where}.content",
-        )
 
 
 def _max_tokens(body: dict[str, Any], default: int | None = None) -> int | None:

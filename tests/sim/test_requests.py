@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 
 from proxy.errors import BadRequest
+from proxy.schema import decode_json
 from proxy.sim.requests import (
-    decode_json,
     parse_chat,
     parse_completion,
     parse_embeddings,
