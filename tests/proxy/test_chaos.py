@@ -12,14 +12,15 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from tests.processes import Process, proxy, sim
+from tests.processes import Process, backend_toml, proxy, sim
 
 ENGINE = ("--model", "m", "--decode-base-ms", "10", "--prefill-ms-per-token", "0.01")
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10}
 
 
 def policy(a: str, b: str) -> str:
-    return f"""
+    return (
+        """
 [server]
 probe_interval_s = 0.2
 [timeouts]
@@ -31,17 +32,10 @@ initial_backoff_s = 0.05
 consecutive_failures = 2
 open_s = 1.0
 half_open_probes = 1
-[[backends]]
-name = "a"
-kind = "vllm"
-url = "{a}"
-models = ["m"]
-[[backends]]
-name = "b"
-kind = "vllm"
-url = "{b}"
-models = ["m"]
 """
+        + backend_toml("a", "vllm", a, {"m": "m"})
+        + backend_toml("b", "vllm", b, {"m": "m"})
+    )
 
 
 @dataclass

@@ -16,29 +16,30 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.processes import FAST_ENGINE, ROOT, Process, overspill_command, running, sim
+from tests.processes import (
+    FAST_ENGINE,
+    ROOT,
+    Process,
+    backend_toml,
+    overspill_command,
+    running,
+    sim,
+)
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
 
 
 def policy_text(a: str, b: str, local: str) -> str:
-    return f"""
-[server]
-probe_interval_s = 0.2
-[[backends]]
-name = "a"
-kind = "vllm"
-url = "{a}"
-models = ["m"]
-[[backends]]
-name = "b"
-kind = "vllm"
-url = "{b}"
-models = ["m"]
+    backends = backend_toml("a", "vllm", a, {"m": "m"}) + backend_toml("b", "vllm", b, {"m": "m"})
+    return (
+        "[server]\nprobe_interval_s = 0.2\n"
+        + backends
+        + f"""
 [[routes]]
 model = "m"
 local = ["{local}"]
 """
+    )
 
 
 @dataclass
