@@ -1,14 +1,20 @@
 """Overflow under load: local-only versus overflow-to-cloud, side by side in one run.
 
-A vLLM-like simulator (4 sequences at once) is the local capacity; a cloud simulator (large
-capacity, 150 ms network latency) is the overflow target. The route lets up to 2 x
-max_concurrency requests in flight locally (--ratio) and a predicted TTFT up to 1.5 s (--slo).
-First the local capacity C (requests/s) is measured. Then, for each mode, Poisson arrivals at
-0.5C, 1C, 2C and 4C for --seconds each: streamed chat completions of 48 output tokens through the
-proxy. Reported per mode and load: TTFT p50/p99, the share of requests meeting the 2 s TTFT SLO,
-and the share served by the cloud next to the excess over C (1 - C/load). A client waits at most
---give-up seconds for a first token (else a miss). Prints a table, saves
-bench/results/overflow.png.
+A vLLM-like simulator is the local capacity: 32 sequences at once, decode steps of 60 ms + 2 ms per
+running sequence, 16-token answers (about 2 s of service each). A cloud simulator (large capacity,
+150 ms network latency) is the overflow target. The route lets up to 1.75 x max_concurrency
+requests in flight locally (--ratio) and a predicted TTFT up to 1.5 s (--slo). First the local
+capacity C (requests/s) is measured. Then, for each mode and for 0.5C, 1C, 2C and 4C: Poisson
+arrivals of streamed chat completions through the proxy for --warmup seconds (not measured, so
+that queues are at their steady level) then --seconds measured. Reported per mode and load: TTFT
+p50/p99, the share of requests meeting the 2 s TTFT SLO, and the share served by the cloud next
+to the excess over C (1 - C/load). A client waits at most --give-up seconds for a first token
+(else a miss). Prints a table, saves bench/results/overflow.png.
+
+Why a 32-sequence engine: at load 1C, arrivals are random and the local queue is a random walk,
+so some requests must go elsewhere to keep the SLO; how many falls as the queue the SLO allows
+(C x the wait budget) grows. With a 4-sequence engine (C = 3.4 requests/s, room for about 6
+queued requests) 13% went to the cloud at 1C; with 32 sequences (C ~ 15, room for ~24) none did.
 
     .venv/bin/python -m bench.overflow [--seconds 30]
 """
@@ -32,14 +38,19 @@ from bench.report import plot_path, table
 from proxy.children import Child, overspill_command, started
 
 SLO_S = 2.0
-TOKENS = 48
-LOCAL = ("--max-seqs", "4", "--decode-base-ms", "20", "--decode-per-seq-ms", "1",
-         "--prefill-ms-per-token", "0.05", "--model", "m")  # fmt: skip
+
+
+def local_sim(args: argparse.Namespace) -> tuple[str, ...]:
+    return ("--max-seqs", str(args.max_seqs), "--decode-base-ms", str(args.decode_base_ms),
+            "--decode-per-seq-ms", str(args.decode_per_seq_ms), "--prefill-ms-per-token", "0.05",
+            "--model", "m")  # fmt: skip
+
+
 CLOUD = ("--personality", "cloud", "--network-latency-ms", "150", "--decode-base-ms", "10",
          "--model", "cloud-m")  # fmt: skip
 
 
-def policy(local: str, cloud: str, overflow: bool, ratio: float, slo: float) -> str:
+def policy(local: str, cloud: str, overflow: bool, ratio: float, slo: float, max_seqs: int) -> str:
     text = f"""
 [server]
 probe_interval_s = 0.25
@@ -49,7 +60,7 @@ name = "local"
 kind = "vllm"
 url = "{local}"
 models = ["m"]
-max_concurrency = 4
+max_concurrency = {max_seqs}
 [[clouds]]
 name = "cloud"
 model = "openai/cloud-m"
@@ -80,9 +91,14 @@ class Outcome:
     route: str
 
 
-async def one(session: aiohttp.ClientSession, url: str, give_up: float) -> Outcome:
-    body = {"model": "m", "messages": [{"role": "user", "content": "hello"}],
-            "max_tokens": TOKENS, "stream": True}  # fmt: skip
+def request(tokens: int) -> dict[str, object]:
+    return {"model": "m", "messages": [{"role": "user", "content": "hello"}],
+            "max_tokens": tokens, "stream": True}  # fmt: skip
+
+
+async def one(
+    session: aiohttp.ClientSession, url: str, body: dict[str, object], give_up: float
+) -> Outcome:
     start = time.perf_counter()
     try:
         async with asyncio.timeout(give_up):
@@ -100,21 +116,33 @@ async def one(session: aiohttp.ClientSession, url: str, give_up: float) -> Outco
 
 
 async def poisson(
-    url: str, rate: float, seconds: float, give_up: float, seed: int
+    url: str,
+    body: dict[str, object],
+    rate: float,
+    warmup: float,
+    seconds: float,
+    give_up: float,
+    seed: int,
 ) -> list[Outcome]:
+    """Poisson arrivals for warmup + seconds; the outcomes of those sent after the warm-up.
+    Discarding the warm-up measures the steady state: queues and in-flight work are already at
+    their level when the window opens, as they still are when it closes."""  # fmt: skip
     rng = random.Random(seed)
-    tasks = []
+    tasks: list[asyncio.Task[Outcome]] = []
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            tasks.append(asyncio.create_task(one(session, url, give_up)))
+        start = time.perf_counter()
+        measured = 0
+        while (now := time.perf_counter()) < start + warmup + seconds:
+            if now < start + warmup:
+                measured = len(tasks) + 1
+            tasks.append(asyncio.create_task(one(session, url, body, give_up)))
             await asyncio.sleep(rng.expovariate(rate))
-        return list(await asyncio.gather(*tasks))
+        return list(await asyncio.gather(*tasks))[measured:]
 
 
-async def capacity(url: str, seconds: float = 8.0) -> float:
-    """Requests/s the local engine completes when kept busy (16 clients in a closed loop)."""
+async def capacity(url: str, body: dict[str, object], clients: int, seconds: float = 8.0) -> float:
+    """Requests/s the local engine completes when kept busy (clients in a closed loop)."""
     done = 0
     async with aiohttp.ClientSession() as session:
         end = time.perf_counter() + seconds
@@ -122,11 +150,11 @@ async def capacity(url: str, seconds: float = 8.0) -> float:
         async def client() -> None:
             nonlocal done
             while time.perf_counter() < end:
-                await one(session, url, 60)
+                await one(session, url, body, 60)
                 done += 1
 
         start = time.perf_counter()
-        await asyncio.gather(*(client() for _ in range(16)))
+        await asyncio.gather(*(client() for _ in range(clients)))
         return done / (time.perf_counter() - start)
 
 
@@ -156,22 +184,33 @@ class Row:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--warmup", type=float, default=10, help="seconds, not measured")
     parser.add_argument("--give-up", type=float, default=30)
     parser.add_argument("--loads", default="0.5,1,2,4", help="multiples of C")
-    parser.add_argument("--ratio", type=float, default=2.0, help="route max_inflight_ratio")
+    parser.add_argument("--ratio", type=float, default=1.75, help="route max_inflight_ratio")
     parser.add_argument("--slo", type=float, default=1.5, help="route ttft_slo_s")
+    parser.add_argument("--max-seqs", type=int, default=32, help="the local engine's batch size")
+    parser.add_argument("--decode-base-ms", type=float, default=60)
+    parser.add_argument("--decode-per-seq-ms", type=float, default=2)
+    parser.add_argument("--tokens", type=int, default=16, help="answer length")
     args = parser.parse_args()
     loads = [float(x) for x in args.loads.split(",")]
     rows: list[Row] = []
-    with started(overspill_command("sim", "--port", "0", *LOCAL)) as local, \
+    with started(overspill_command("sim", "--port", "0", *local_sim(args))) as local, \
             started(overspill_command("sim", "--port", "0", *CLOUD)) as cloud:  # fmt: skip
-        c = asyncio.run(capacity(local.url))
-        print(f"local capacity C = {c:.2f} requests/s ({TOKENS}-token answers)", file=sys.stderr)
+        body = request(args.tokens)
+        c = asyncio.run(capacity(local.url, body, 4 * args.max_seqs))
+        print(
+            f"local capacity C = {c:.2f} requests/s ({args.tokens}-token answers)", file=sys.stderr
+        )
         for mode, overflow in (("local only", False), ("overflow", True)):
-            with proxy(policy(local.url, cloud.url, overflow, args.ratio, args.slo)) as p:
-                asyncio.run(poisson(p.url, c, 3, args.give_up, seed=1))  # warm up
+            with proxy(
+                policy(local.url, cloud.url, overflow, args.ratio, args.slo, args.max_seqs)
+            ) as p:
                 for i, load in enumerate(loads):
-                    outcomes = asyncio.run(poisson(p.url, load * c, args.seconds, args.give_up, i))
+                    outcomes = asyncio.run(
+                        poisson(p.url, body, load * c, args.warmup, args.seconds, args.give_up, i)
+                    )
                     rows.append(Row(mode, load, load * c, outcomes))
                     row = rows[-1]
                     print(f"  {mode:10} {load}C: p99 {row.pct(0.99):.2f}s slo {row.slo_share:.1%} "
