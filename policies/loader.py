@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ from policies.model import (
     BACKEND_KINDS,
     Backend,
     BreakerSettings,
+    CacheRule,
+    CacheSettings,
     CloudTarget,
     Overflow,
     Policy,
@@ -67,6 +70,13 @@ def _level(value: Any) -> str | None:
     return None if value in levels else f"must be one of {', '.join(levels)}"
 
 
+def _one_of(*allowed: str) -> Any:
+    def check(value: Any) -> str | None:
+        return None if value in allowed else f"must be one of {', '.join(allowed)}"
+
+    return check
+
+
 def _litellm_model(value: Any) -> str | None:
     return None if "/" in value else "must be litellm's provider/model, e.g. openai/gpt-4o-mini"
 
@@ -104,6 +114,7 @@ ROUTE = {
     "cloud": Spec(list, "a list of cloud target names", []),
     "deadline_s": Spec(NUMBER, SECONDS, None, _positive),
     "overflow": Spec(dict, "a table", {}),
+    "cache": Spec(dict, "a table", None),
 }
 OVERFLOW = {
     "max_waiting": Spec(int, "an integer", None, _non_negative),
@@ -122,6 +133,7 @@ PRIVACY = {
 LEVEL = {
     "name": Spec(str, "a string", check=_name),
     "cloud": Spec((str, list), '"any", "none" or a list of cloud target names', "any"),
+    "cache": Spec(str, '"any", "tenant" or "none"', "any", _one_of("any", "tenant", "none")),
 }
 TENANT = {"name": Spec(str, "a string", check=_name), "privacy": Spec(str, "a level name", None)}
 BREAKER = {
@@ -139,8 +151,27 @@ RETRY = {
     "multiplier": Spec(NUMBER, "a number", 2.0, lambda v: None if v >= 1 else "must be at least 1"),
     "jitter": Spec(bool, "true or false", True),
 }
+_RULE = CacheRule()
+CACHE_RULE = {
+    "exact": Spec(bool, "true or false", _RULE.exact),
+    "semantic": Spec(bool, "true or false", _RULE.semantic),
+    "threshold": Spec(NUMBER, "a number", _RULE.threshold, _share),
+    "ttl_s": Spec(NUMBER, SECONDS, _RULE.ttl_s, _positive),
+    "max_entries": Spec(int, "an integer", _RULE.max_entries, _positive),
+    "unset_temperature": Spec(bool, "true or false", _RULE.unset_temperature),
+    "tools": Spec(bool, "true or false", _RULE.tools),
+    "coalesce": Spec(bool, "true or false", _RULE.coalesce),
+    "coalesce_nondeterministic": Spec(bool, "true or false", _RULE.coalesce_nondeterministic),
+}
+CACHE = {
+    "enabled": Spec(bool, "true or false", True),
+    "path": Spec(str, "a file path", None),
+    "save_interval_s": Spec(NUMBER, SECONDS, 30.0, _positive),
+    "embedder": Spec(str, '"onnx" or "torch"', "onnx", _one_of("onnx", "torch")),
+    **CACHE_RULE,
+}
 TOP_LEVEL = ("server", "timeouts", "backends", "clouds", "routes", "privacy", "tenants",
-             "breaker", "retry")  # fmt: skip
+             "breaker", "retry", "cache")  # fmt: skip
 DEFAULT_LEVELS: tuple[PrivacyLevel, ...] = (PrivacyLevel("public"),)
 
 
@@ -177,16 +208,20 @@ class _PolicyReader(Reader):
         )
         self.unique([(f"clouds[{i}].name", c.name) for i, c in enumerate(clouds)], "cloud target")
         privacy = self.privacy(document, {c.name for c in clouds})
+        cache = self.cache(document)
         return Policy(
             server=Server(**self.table(document, "server", SERVER)),
             timeouts=Timeouts(**self.table(document, "timeouts", TIMEOUTS)),
             backends=backends,
             clouds=clouds,
-            routes=self.routes(document, {b.name for b in backends}, {c.name for c in clouds}),
+            routes=self.routes(
+                document, {b.name for b in backends}, {c.name for c in clouds}, cache.rule
+            ),
             privacy=privacy,
             tenants=self.tenants(document, privacy),
             breaker=BreakerSettings(**self.table(document, "breaker", BREAKER)),
             retry=RetrySettings(**self.table(document, "retry", RETRY)),
+            cache=cache,
             source=source,
         )
 
@@ -216,8 +251,23 @@ class _PolicyReader(Reader):
             return None
         return dict(raw)
 
+    def cache(self, document: dict[str, Any]) -> CacheSettings:
+        values = self.table(document, "cache", CACHE)
+        rule = CacheRule(**{key: values.pop(key) for key in CACHE_RULE})
+        return CacheSettings(**values, rule=rule)
+
+    def route_cache(
+        self, raw: dict[str, Any] | None, path: str, defaults: CacheRule
+    ) -> CacheRule | None:
+        """A route's cache rule: the [cache] defaults, with the keys the route sets replaced."""
+        if raw is None:
+            return None
+        specs = {key: replace(spec, default=getattr(defaults, key))
+                 for key, spec in CACHE_RULE.items()}  # fmt: skip
+        return CacheRule(**self.fields(raw, path, specs))
+
     def routes(
-        self, document: dict[str, Any], backends: set[str], clouds: set[str]
+        self, document: dict[str, Any], backends: set[str], clouds: set[str], cache: CacheRule
     ) -> tuple[Route, ...]:
         routes = []
         for path, entry in self.entries(document, "routes"):
@@ -227,7 +277,10 @@ class _PolicyReader(Reader):
             self.known(local, backends, f"{path}.local", "backend")
             self.known(cloud, clouds, f"{path}.cloud", "cloud target")
             overflow = Overflow(**self.fields(values["overflow"], f"{path}.overflow", OVERFLOW))
-            routes.append(Route(values["model"], local, cloud, overflow, values["deadline_s"]))
+            rule = self.route_cache(values["cache"], f"{path}.cache", cache)
+            routes.append(
+                Route(values["model"], local, cloud, overflow, values["deadline_s"], rule)
+            )
         self.unique([(f"routes[{i}].model", r.model) for i, r in enumerate(routes)], "route model")
         return tuple(routes)
 
@@ -271,7 +324,8 @@ class _PolicyReader(Reader):
         if isinstance(cloud, list):
             cloud = self.names(cloud, f"{path}.cloud")
             self.known(cloud, clouds, f"{path}.cloud", "cloud target")
-        return PrivacyLevel(values["name"] or "", cloud)  # a missing name is reported already
+        # a missing name is reported already
+        return PrivacyLevel(values["name"] or "", cloud, values["cache"])
 
     def tenants(self, document: dict[str, Any], privacy: Privacy) -> tuple[Tenant, ...]:
         names = {level.name for level in privacy.levels}

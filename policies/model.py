@@ -63,6 +63,39 @@ class Overflow:
     hysteresis: float = 0.1  # a saturated backend is usable again below (1 - hysteresis) x limit
 
 
+# The semantic similarity a hit needs by default, chosen on the labelled pairs in
+# bench/data/semantic_pairs.jsonl (bench/semantic.py; the figures are in the README).
+DEFAULT_SEMANTIC_THRESHOLD = 0.9
+
+
+@dataclass(frozen=True)
+class CacheRule:
+    """What a route answers from the cache and shares in flight. [cache] sets the defaults,
+    a route's [routes.cache] overrides them key by key."""
+
+    exact: bool = True
+    semantic: bool = True
+    threshold: float = DEFAULT_SEMANTIC_THRESHOLD  # cosine similarity of the last user messages
+    ttl_s: float = 3600.0
+    max_entries: int = 10_000  # per scope (tenant x public model), least recently used evicted
+    unset_temperature: bool = False  # True: a request without `temperature` is deterministic
+    tools: bool = False  # True: requests with tools are cacheable too (exact layer only)
+    coalesce: bool = True  # identical deterministic requests in flight share one upstream call
+    coalesce_nondeterministic: bool = False  # ... and so do those with temperature > 0
+
+
+EncoderKind = Literal["onnx", "torch"]
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    enabled: bool = True
+    path: str | None = None  # where the cache is kept across restarts; None: memory only
+    save_interval_s: float = 30.0
+    embedder: EncoderKind = "onnx"  # "torch": the sentence-transformers reference
+    rule: CacheRule = field(default_factory=CacheRule)  # the defaults of every route
+
+
 @dataclass(frozen=True)
 class Route:
     model: str  # the public model name
@@ -70,12 +103,16 @@ class Route:
     cloud: tuple[str, ...] = ()  # the cloud fallback chain, in order
     overflow: Overflow = field(default_factory=Overflow)
     deadline_s: float | None = None  # a request that cannot start by then is refused
+    cache: CacheRule | None = None  # None: the [cache] defaults
 
 
 @dataclass(frozen=True)
 class PrivacyLevel:
     name: str
     cloud: Literal["any", "none"] | tuple[str, ...] = "any"  # which cloud targets it may reach
+    # Cached answers are always scoped to the tenant. "tenant": cached only for a known tenant
+    # (never in the scope shared by requests that name none); "none": never cached.
+    cache: Literal["any", "tenant", "none"] = "any"
 
     def allows(self, cloud_target: str) -> bool:
         if self.cloud == "any":
@@ -134,6 +171,7 @@ class Policy:
     tenants: tuple[Tenant, ...] = ()
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
     retry: RetrySettings = field(default_factory=RetrySettings)
+    cache: CacheSettings = field(default_factory=CacheSettings)
     source: str = "<defaults>"  # the file it was read from, for messages
 
     def backend(self, name: str) -> Backend:
@@ -144,6 +182,10 @@ class Policy:
 
     def route(self, model: str) -> Route | None:
         return next((r for r in self.routes if r.model == model), None)
+
+    def cache_rule(self, model: str) -> CacheRule:
+        route = self.route(model)
+        return route.cache if route is not None and route.cache is not None else self.cache.rule
 
     def tenant(self, name: str) -> Tenant | None:
         return next((t for t in self.tenants if t.name == name), None)

@@ -11,6 +11,8 @@ from policies.loader import PolicyError, Problem, parse_policy
 from policies.model import (
     Backend,
     BreakerSettings,
+    CacheRule,
+    CacheSettings,
     CloudTarget,
     Overflow,
     Policy,
@@ -299,6 +301,77 @@ INVALID = [
         BACKEND + "\n[breaker]\nhalf_open_probes = 0\n",
         "breaker.half_open_probes", 7, "must be greater than 0, got 0",
     ),
+    invalid(
+        "cache threshold above 1",
+        BACKEND + "\n[cache]\nthreshold = 2\n",
+        "cache.threshold", 7, "must be in (0, 1], got 2",
+    ),
+    invalid(
+        "cache threshold of 0",
+        BACKEND + "\n[cache]\nthreshold = 0\n",
+        "cache.threshold", 7, "must be in (0, 1], got 0",
+    ),
+    invalid(
+        "unknown cache embedder",
+        BACKEND + '\n[cache]\nembedder = "gpu"\n',
+        "cache.embedder", 7, "must be one of onnx, torch, got 'gpu'",
+    ),
+    invalid(
+        "unknown key in cache",
+        BACKEND + "\n[cache]\nsemantic = true\nttl = 60\n",
+        "cache.ttl", 8, "unknown key (expected one of enabled, path, save_interval_s, embedder,",
+    ),
+    invalid(
+        "zero cache ttl",
+        BACKEND + "\n[cache]\nttl_s = 0\n",
+        "cache.ttl_s", 7, "must be greater than 0, got 0",
+    ),
+    invalid(
+        "fractional max_entries",
+        BACKEND + "\n[cache]\nmax_entries = 1.5\n",
+        "cache.max_entries", 7, "expected an integer, got 1.5",
+    ),
+    invalid(
+        "cache semantic as a string",
+        BACKEND + '\n[cache]\nsemantic = "yes"\n',
+        "cache.semantic", 7, "expected true or false, got 'yes'",
+    ),
+    invalid(
+        "cache as a plain value",
+        'cache = 3\n' + BACKEND,
+        "cache", 1, "must be a table",
+    ),
+    invalid(
+        "unknown key in a route's cache",
+        BACKEND + ROUTE + "\n[routes.cache]\nthreshhold = 0.8\n",
+        "routes[0].cache.threshhold", 10, "unknown key (expected one of exact, semantic,",
+    ),
+    invalid(
+        "route cache threshold above 1",
+        BACKEND + ROUTE + "\n[routes.cache]\nthreshold = 2\n",
+        "routes[0].cache.threshold", 10, "must be in (0, 1], got 2",
+    ),
+    invalid(
+        "cache threshold in the second route",
+        BACKEND + ROUTE + "\n[routes.cache]\nttl_s = 5\n"  # lines 5-10
+        + '\n[[routes]]\nmodel = "n"\n\n[routes.cache]\nthreshold = 1.5\n',  # lines 11-16
+        "routes[1].cache.threshold", 16, "must be in (0, 1], got 1.5",
+    ),
+    invalid(
+        "route cache not a table",
+        BACKEND + ROUTE + "cache = true\n",
+        "routes[0].cache", 8, "expected a table, got True",
+    ),
+    invalid(
+        "the embedder is not a route key",
+        BACKEND + ROUTE + '\n[routes.cache]\nembedder = "torch"\n',
+        "routes[0].cache.embedder", 10, "unknown key",
+    ),
+    invalid(
+        "unknown level cache value",
+        BACKEND + LEVEL + 'cache = "never"\n',
+        "privacy.levels[0].cache", 8, "must be one of any, tenant, none, got 'never'",
+    ),
 ]  # fmt: skip
 
 
@@ -459,3 +532,169 @@ def test_two_levels_without_names_are_not_called_duplicates() -> None:
     text = BACKEND + '\n[privacy]\ndefault = "public"\n' + "\n[[privacy.levels]]\n" * 2
     messages = [p.message for p in problems_of(text)]
     assert not [m for m in messages if "duplicate" in m]
+
+
+# --- the semantic cache: [cache], [routes.cache] and a privacy level's `cache` -------------------
+
+CACHE = """\
+[[backends]]
+name = "a"
+kind = "vllm"
+url = "http://h:1"
+
+[cache]
+enabled = false
+path = "/var/lib/overspill/cache.jsonl"
+save_interval_s = 10
+embedder = "torch"
+threshold = 0.95
+ttl_s = 600
+max_entries = 500
+unset_temperature = true
+coalesce = false
+
+[[routes]]
+model = "tuned"
+
+[routes.cache]
+threshold = 0.8
+tools = true
+max_entries = 20
+
+[[routes]]
+model = "inherits"
+
+[[routes]]
+model = "empty-table"
+
+[routes.cache]
+"""
+
+
+def test_cache_defaults_without_a_cache_section() -> None:
+    policy = parse_policy(BACKEND + ROUTE)
+    assert policy.cache == CacheSettings()
+    assert policy.cache == CacheSettings(True, None, 30.0, "onnx", CacheRule())
+    assert policy.cache.rule == CacheRule(
+        exact=True,
+        semantic=True,
+        threshold=0.9,
+        ttl_s=3600.0,
+        max_entries=10_000,
+        unset_temperature=False,
+        tools=False,
+        coalesce=True,
+        coalesce_nondeterministic=False,
+    )
+    assert policy.routes[0].cache is None
+    assert policy.cache_rule("m") == CacheRule()
+    assert policy.cache_rule("no-such-route") == CacheRule()
+
+
+def test_cache_section_parses_every_key() -> None:
+    cache = parse_policy(CACHE).cache
+    assert cache == CacheSettings(
+        enabled=False,
+        path="/var/lib/overspill/cache.jsonl",
+        save_interval_s=10.0,
+        embedder="torch",
+        rule=CacheRule(
+            threshold=0.95, ttl_s=600.0, max_entries=500, unset_temperature=True, coalesce=False
+        ),
+    )
+    assert type(cache.save_interval_s) is float
+    assert type(cache.rule.ttl_s) is float
+    assert type(cache.rule.max_entries) is int
+
+
+def test_a_route_cache_overrides_only_the_keys_it_sets() -> None:
+    policy = parse_policy(CACHE)
+    tuned = policy.route("tuned")
+    assert tuned is not None
+    assert tuned.cache == CacheRule(
+        threshold=0.8,
+        tools=True,
+        max_entries=20,  # the route's own
+        ttl_s=600.0,
+        unset_temperature=True,
+        coalesce=False,  # from [cache]
+    )
+    assert policy.cache_rule("tuned") == tuned.cache
+
+
+def test_a_route_without_its_own_cache_uses_the_cache_section() -> None:
+    policy = parse_policy(CACHE)
+    route = policy.route("inherits")
+    assert route is not None
+    assert route.cache is None
+    assert policy.cache_rule("inherits") == policy.cache.rule
+
+
+def test_an_empty_route_cache_table_is_the_cache_section() -> None:
+    policy = parse_policy(CACHE)
+    assert policy.cache_rule("empty-table") == policy.cache.rule
+
+
+def test_a_route_cache_before_the_cache_section_still_inherits_it() -> None:
+    text = BACKEND + ROUTE + "\n[routes.cache]\ntools = true\n" + "\n[cache]\nttl_s = 60\n"
+    assert parse_policy(text).cache_rule("m") == CacheRule(ttl_s=60.0, tools=True)
+
+
+def test_a_route_cache_may_turn_caching_off() -> None:
+    text = BACKEND + ROUTE + "\n[routes.cache]\nexact = false\nsemantic = false\n"
+    rule = parse_policy(text).cache_rule("m")
+    assert (rule.exact, rule.semantic) == (False, False)
+
+
+def test_cache_rules_are_frozen() -> None:
+    policy = parse_policy(CACHE)
+    with pytest.raises(FrozenInstanceError):
+        policy.cache.rule.threshold = 0.1  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        policy.cache.enabled = True  # type: ignore[misc]
+
+
+def test_privacy_level_cache_values() -> None:
+    text = (
+        BACKEND
+        + '\n[privacy]\ndefault = "public"\nlevels = [\n'
+        + '  { name = "public" },\n'
+        + '  { name = "internal", cache = "tenant" },\n'
+        + '  { name = "secret", cloud = "none", cache = "none" },\n'
+        + '  { name = "open", cache = "any" },\n]\n'
+    )
+    levels = parse_policy(text).privacy.levels
+    assert levels == (
+        PrivacyLevel("public", "any", "any"),
+        PrivacyLevel("internal", "any", "tenant"),
+        PrivacyLevel("secret", "none", "none"),
+        PrivacyLevel("open", "any", "any"),
+    )
+
+
+def test_privacy_level_cache_tenant_in_an_array_of_tables() -> None:
+    text = BACKEND + "\n[privacy]\n" + LEVEL + 'cache = "tenant"\n'
+    assert parse_policy(text).privacy.level("public").cache == "tenant"
+
+
+def test_the_default_privacy_level_caches() -> None:
+    assert parse_policy(BACKEND).privacy.level("public").cache == "any"
+
+
+def test_cache_problems_are_all_reported_at_once() -> None:
+    text = (
+        BACKEND  # 1-4
+        + '\n[cache]\nthreshold = 2\nembedder = "gpu"\nspeed = 1\n'  # 5-9
+        + ROUTE  # 10-12
+        + "\n[routes.cache]\nttl_s = -1\n"  # 13-15
+        + LEVEL  # 16-18
+        + 'cache = "sometimes"\n'  # 19
+    )
+    found = sorted((p.key, p.line) for p in problems_of(text))
+    assert found == [
+        ("cache.embedder", 8),
+        ("cache.speed", 9),
+        ("cache.threshold", 7),
+        ("privacy.levels[0].cache", 19),
+        ("routes[0].cache.ttl_s", 15),
+    ]

@@ -1,0 +1,319 @@
+"""Can the semantic cache tell a paraphrase from a near-miss? Cosine threshold against precision,
+wrong hits and recall, with and without the guard (cache/guard.py), on a hand-labelled set.
+
+    .venv/bin/python -m bench.semantic [--home DIR]
+
+bench/data/semantic_pairs.jsonl holds question pairs labelled "paraphrase" (deserves the cached
+answer) or "near_miss" (deserves another answer), in seven domains. Pairs without a "split" were
+written together with the guard's word tables, which were tuned on them; the pairs marked
+"split": "blind" were written after the guard was frozen and never tuned on, so the guard's
+catch rate on them is the honest estimate of how it does on questions it has not seen. Keep it
+that way: after tuning the guard on a blind pair, drop its "split" and write new blind ones.
+
+For every threshold from 0.70 to 0.98 and both encoders ("torch", the sentence-transformers
+reference, and "onnx", the int8 serving path, both from cache.embedder.load_encoder):
+
+- precision: paraphrases among the hits (1.0 when nothing is hit);
+- wrong-hit rate: near-misses that would be served / all near-misses;
+- recall: paraphrases that would be served / all paraphrases.
+
+The recommended default is the lowest threshold at which, with the guard, the wrong-hit rate
+stays under 1% for both encoders, there and at every higher threshold (the highest recall that
+keeps the budget). Prints the tables, the per-domain scores at that threshold, whether both
+encoders make the same decisions there, and the guard's cost; saves bench/results/semantic.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from bench.report import RESULTS, plot_path, table
+from cache.embedder import Encoder, EncoderKind, load_encoder
+from cache.guard import DEFAULT_THRESHOLD, compare, conflict, features
+
+DATA = Path(__file__).resolve().parent / "data" / "semantic_pairs.jsonl"
+THRESHOLDS = tuple(round(0.70 + 0.01 * step, 2) for step in range(29))  # 0.70 ... 0.98
+WRONG_HIT_BUDGET = 0.01
+KINDS: tuple[EncoderKind, ...] = ("torch", "onnx")
+
+Guard = Callable[[str, str], "str | None"]
+Similarities = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class Pair:
+    a: str  # the cached question
+    b: str  # the new one
+    label: str  # "paraphrase" | "near_miss"
+    domain: str
+    note: str
+    split: str = "dev"  # "blind": written after the guard was frozen
+
+    @property
+    def paraphrase(self) -> bool:
+        return self.label == "paraphrase"
+
+
+@dataclass(frozen=True)
+class Scores:
+    threshold: float
+    paraphrases: int
+    near_misses: int
+    true_hits: int  # paraphrases served from the cache
+    wrong_hits: int  # near-misses served from the cache
+
+    @property
+    def precision(self) -> float:
+        hits = self.true_hits + self.wrong_hits
+        return self.true_hits / hits if hits else 1.0
+
+    @property
+    def wrong_hit_rate(self) -> float:
+        return self.wrong_hits / self.near_misses if self.near_misses else 0.0
+
+    @property
+    def recall(self) -> float:
+        return self.true_hits / self.paraphrases if self.paraphrases else 1.0
+
+
+def load_pairs(path: Path = DATA) -> list[Pair]:
+    pairs = [Pair(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    wrong = [p for p in pairs if p.label not in ("paraphrase", "near_miss")]
+    if wrong:
+        raise ValueError(f"{path}: unknown label {wrong[0].label!r} for {wrong[0].a!r}")
+    return pairs
+
+
+def similarities(encoder: Encoder, pairs: Sequence[Pair]) -> Similarities:
+    """Cosine of each pair: each distinct text encoded once, rows are L2-normalised."""
+    texts = sorted({text for pair in pairs for text in (pair.a, pair.b)})
+    vectors = encoder.encode(texts)
+    row = {text: i for i, text in enumerate(texts)}
+    a = vectors[[row[pair.a] for pair in pairs]]
+    b = vectors[[row[pair.b] for pair in pairs]]
+    cosines: Similarities = (a * b).sum(axis=1).astype(np.float32)
+    return cosines
+
+
+def decisions(
+    pairs: Sequence[Pair], sims: Similarities, threshold: float, guard: Guard | None = None
+) -> list[bool]:
+    """Would the cache serve pair.b with pair.a's answer? The guard runs only above threshold."""
+    return [
+        bool(sim >= threshold) and (guard is None or guard(pair.a, pair.b) is None)
+        for pair, sim in zip(pairs, sims, strict=True)
+    ]
+
+
+def evaluate(
+    pairs: Sequence[Pair], sims: Similarities, threshold: float, guard: Guard | None = None
+) -> Scores:
+    served = decisions(pairs, sims, threshold, guard)
+    hits = [pair for pair, hit in zip(pairs, served, strict=True) if hit]
+    return Scores(
+        threshold=threshold,
+        paraphrases=sum(pair.paraphrase for pair in pairs),
+        near_misses=sum(not pair.paraphrase for pair in pairs),
+        true_hits=sum(pair.paraphrase for pair in hits),
+        wrong_hits=sum(not pair.paraphrase for pair in hits),
+    )
+
+
+def sweep(pairs: Sequence[Pair], sims: Similarities, guard: Guard | None) -> list[Scores]:
+    return [evaluate(pairs, sims, threshold, guard) for threshold in THRESHOLDS]
+
+
+def recommend(curves: Sequence[Sequence[Scores]]) -> float | None:
+    """The lowest threshold from which on every curve keeps the wrong-hit budget."""
+    safe = [
+        all(c[i].wrong_hit_rate < WRONG_HIT_BUDGET for c in curves) for i in range(len(THRESHOLDS))
+    ]
+    for i, threshold in enumerate(THRESHOLDS):
+        if all(safe[i:]):
+            return threshold
+    return None
+
+
+def by_domain(
+    pairs: Sequence[Pair], sims: Similarities, threshold: float, guard: Guard | None
+) -> dict[str, Scores]:
+    scores: dict[str, Scores] = {}
+    for domain in sorted({pair.domain for pair in pairs}):
+        chosen = [i for i, pair in enumerate(pairs) if pair.domain == domain]
+        scores[domain] = evaluate([pairs[i] for i in chosen], sims[chosen], threshold, guard)
+    return scores
+
+
+def disagreements(
+    pairs: Sequence[Pair], first: Similarities, second: Similarities, threshold: float, guard: Guard
+) -> list[int]:
+    """Indices of the pairs that two encoders decide differently."""
+    one, other = (
+        decisions(pairs, first, threshold, guard),
+        decisions(pairs, second, threshold, guard),
+    )
+    return [i for i, (x, y) in enumerate(zip(one, other, strict=True)) if x != y]
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    default_home = os.environ.get("OVERSPILL_HOME") or str(RESULTS / "semantic-home")
+    parser.add_argument("--home", type=Path, default=Path(default_home),
+                        help="where load_encoder keeps the exported ONNX model")  # fmt: skip
+    args = parser.parse_args(argv)
+    pairs = load_pairs()
+    sims = {kind: _timed_similarities(kind, args.home, pairs) for kind in KINDS}
+    curves = {kind: (sweep(pairs, sims[kind], None), sweep(pairs, sims[kind], conflict))
+              for kind in KINDS}  # fmt: skip
+    chosen = recommend([guarded for _, guarded in curves.values()])
+    for kind in KINDS:
+        print(f"\n{kind}: {len(pairs)} pairs, without / with the guard\n")
+        print(
+            table(_SWEEP_HEADERS, [_sweep_row(*both) for both in zip(*curves[kind], strict=True)])
+        )
+    threshold = chosen if chosen is not None else THRESHOLDS[-1]
+    _report_threshold(pairs, sims, threshold)
+    _report_guard(pairs)
+    _plot(curves, threshold)
+    verdict = "keeps" if chosen is not None else "never keeps"
+    budget = f"wrong hits < {WRONG_HIT_BUDGET:.0%}"
+    print(
+        f"\nrecommended DEFAULT_THRESHOLD: {threshold:.2f} (with the guard it {verdict} {budget})"
+    )
+    print(f"cache/guard.py has DEFAULT_THRESHOLD = {DEFAULT_THRESHOLD:.2f}")
+    return 0
+
+
+def _timed_similarities(kind: EncoderKind, home: Path, pairs: Sequence[Pair]) -> Similarities:
+    started = time.perf_counter()
+    encoder = load_encoder(kind, home)
+    loaded = time.perf_counter()
+    sims = similarities(encoder, pairs)
+    print(f"{kind}: loaded in {loaded - started:.1f} s, encoded in "
+          f"{time.perf_counter() - loaded:.1f} s")  # fmt: skip
+    return sims
+
+
+_SWEEP_HEADERS = ("threshold", "precision", "wrong hits", "recall",
+                  "precision +guard", "wrong hits +guard", "recall +guard")  # fmt: skip
+
+
+def _sweep_row(bare: Scores, guarded: Scores) -> list[object]:
+    return [f"{bare.threshold:.2f}", *_cells(bare), *_cells(guarded)]
+
+
+def _cells(scores: Scores) -> list[str]:
+    wrong = f"{scores.wrong_hit_rate:.1%} ({scores.wrong_hits})"
+    return [f"{scores.precision:.3f}", wrong, f"{scores.recall:.1%}"]
+
+
+def _report_threshold(
+    pairs: Sequence[Pair], sims: dict[EncoderKind, Similarities], threshold: float
+) -> None:
+    for kind in KINDS:
+        print(f"\n{kind} at {threshold:.2f}, by domain (pairs: paraphrases+near-misses)\n")
+        print(
+            table(
+                ["domain", "pairs", *_SWEEP_HEADERS[1:]], _domain_rows(pairs, sims[kind], threshold)
+            )
+        )
+    differ = disagreements(pairs, sims["torch"], sims["onnx"], threshold, conflict)
+    same = len(pairs) - len(differ)
+    print(
+        f"\ntorch vs onnx at {threshold:.2f} with the guard: {same}/{len(pairs)} decisions the same"
+    )
+    for i in differ:
+        print(f"  torch {sims['torch'][i]:.3f} onnx {sims['onnx'][i]:.3f} {pairs[i].label}: "
+              f"{pairs[i].a!r} / {pairs[i].b!r}")  # fmt: skip
+
+
+def _domain_rows(pairs: Sequence[Pair], sims: Similarities, threshold: float) -> list[list[object]]:
+    bare, guarded = (by_domain(pairs, sims, threshold, guard) for guard in (None, conflict))
+    for split in sorted({pair.split for pair in pairs}):  # "blind": the guard never saw these
+        chosen = [i for i, pair in enumerate(pairs) if pair.split == split]
+        subset = [pairs[i] for i in chosen]
+        bare[f"({split} pairs)"] = evaluate(subset, sims[chosen], threshold)
+        guarded[f"({split} pairs)"] = evaluate(subset, sims[chosen], threshold, conflict)
+    bare["all"] = evaluate(pairs, sims, threshold)
+    guarded["all"] = evaluate(pairs, sims, threshold, conflict)
+    return [[domain, f"{scores.paraphrases}+{scores.near_misses}", *_cells(scores),
+             *_cells(guarded[domain])] for domain, scores in bare.items()]  # fmt: skip
+
+
+def _report_guard(pairs: Sequence[Pair]) -> None:
+    """What the guard does on its own (any cosine), on the tuned pairs and on the blind ones."""
+    rows = []
+    for split in sorted({pair.split for pair in pairs}):
+        chosen = [pair for pair in pairs if pair.split == split]
+        caught = [pair for pair in chosen if not pair.paraphrase and conflict(pair.a, pair.b)]
+        passed = [pair for pair in chosen if pair.paraphrase and not conflict(pair.a, pair.b)]
+        near, para = sum(not p.paraphrase for p in chosen), sum(p.paraphrase for p in chosen)
+        rows.append([split, f"{len(caught)}/{near} ({len(caught) / near:.0%})",
+                     f"{len(passed)}/{para} ({len(passed) / para:.0%})"])  # fmt: skip
+    print("\nthe guard alone: near-misses it refuses, paraphrases it lets through\n")
+    print(table(["pairs", "near-misses refused", "paraphrases passed"], rows))
+    print("\nthe guard's cost, µs (p50 / p99):", _guard_timing(pairs))
+
+
+def _guard_timing(pairs: Sequence[Pair]) -> str:
+    def per_call(call: Callable[[], object], repeat: int = 20) -> float:
+        started = time.perf_counter_ns()
+        for _ in range(repeat):
+            call()
+        return (time.perf_counter_ns() - started) / repeat / 1000
+
+    pair_us = sorted(per_call(partial(conflict, p.a, p.b)) for p in pairs)
+    read_us = sorted(per_call(partial(features, p.b)) for p in pairs)
+    compare_us = sorted(per_call(partial(compare, features(p.a), features(p.b))) for p in pairs)
+    return ", ".join(f"{name} {_quantile(us, 0.5):.0f} / {_quantile(us, 0.99):.0f}"
+                     for name, us in (("conflict()", pair_us), ("features()", read_us),
+                                      ("compare()", compare_us)))  # fmt: skip
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def _plot(curves: dict[EncoderKind, tuple[list[Scores], list[Scores]]], threshold: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(curves), figsize=(11, 4), sharey=True)
+    for ax, (kind, (bare, guarded)) in zip(axes, curves.items(), strict=True):
+        for scores, style, suffix in ((bare, "--", ""), (guarded, "-", " +guard")):
+            xs = [s.threshold for s in scores]
+            ax.plot(xs, [s.precision for s in scores], "C0" + style, label="precision" + suffix)
+            ax.plot(xs, [s.recall for s in scores], "C2" + style, label="recall" + suffix)
+            ax.plot(
+                xs, [s.wrong_hit_rate for s in scores], "C3" + style, label="wrong hits" + suffix
+            )
+        ax.axvline(threshold, color="grey", linewidth=0.8)
+        ax.axhline(WRONG_HIT_BUDGET, color="C3", linewidth=0.6, linestyle=":")
+        ax.set_title(f"{kind} encoder (default {threshold:.2f})")
+        ax.set_xlabel("cosine threshold")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("semantic cache on labelled pairs: dashed = cosine only, solid = with the guard")
+    fig.tight_layout()
+    path = plot_path("semantic")
+    fig.savefig(path, dpi=120)
+    print(f"\nplot: {path}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""What determines an answer: a request's cache keys, and whether it may be cached (pure).
+
+The exact key covers everything that shapes the answer: the tenant, the public model and the
+version of what serves it, the endpoint and the whole body except the fields that only change
+its delivery (`stream`, `stream_options`) or bookkeeping (`metadata`, `user`). Unknown fields are
+kept in the key: a field we do not know may change the answer, and a miss costs less than a
+wrong hit.
+
+A semantic lookup compares only the last user message, so everything else must match exactly:
+its `context` key covers the same scope and parameters plus every message before that one (the
+system prompt and the earlier turns).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from policies.model import CacheRule
+
+DELIVERY_ONLY = frozenset({"stream", "stream_options", "metadata", "user", "model"})
+
+
+@dataclass(frozen=True)
+class CacheKeys:
+    scope: str  # tenant x public model x version: where TTL and LRU apply
+    exact: str
+    context: str | None  # None: the request has no last user message to compare
+    query: str | None  # the last user message's text
+
+
+@dataclass(frozen=True)
+class CachePlan:
+    lookup: bool  # look the answer up (exact, then semantic when `semantic`)
+    semantic: bool
+    store: bool  # keep the answer once complete
+    coalesce: bool  # share an identical request's upstream call
+    why: str  # why not cached, for the header and the log ("" when cached)
+
+    @property
+    def status(self) -> str:
+        """X-Overspill-Cache for a request answered upstream."""
+        return "miss" if self.lookup else "bypass"
+
+
+def model_version(parts: Iterable[str]) -> str:
+    """A short digest of what serves a public model: a change of engine model, backend or cloud
+    target gives a new version, and the old answers are not found any more."""
+    return _digest(sorted(parts))[:16]
+
+
+def cache_keys(
+    endpoint: str, body: Mapping[str, Any], tenant: str, model: str, version: str
+) -> CacheKeys:
+    scope = _digest([tenant, model, version])
+    parameters = {k: v for k, v in body.items() if k not in DELIVERY_ONLY}
+    exact = _digest([scope, endpoint, parameters])
+    messages = body.get("messages")
+    split = _last_user(messages) if endpoint == "chat" and isinstance(messages, list) else None
+    if split is None:
+        return CacheKeys(scope, exact, None, None)
+    before, query = split
+    assert isinstance(messages, list)
+    del parameters["messages"]
+    context = _digest([scope, endpoint, parameters, messages[:before]])
+    return CacheKeys(scope, exact, context, query)
+
+
+def _last_user(messages: list[Any]) -> tuple[int, str] | None:
+    """(index, text) of the last message when it is the user's and all text; else None: an
+    answer to a tool result or an image is not one to guess from a similar question."""
+    if not messages or not isinstance(messages[-1], dict) or messages[-1].get("role") != "user":
+        return None
+    content = messages[-1].get("content")
+    if isinstance(content, list):
+        texts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        if len(texts) != len(content) or not all(isinstance(t, str) for t in texts):
+            return None
+        content = "\n".join(texts)  # type: ignore[arg-type]
+    if not isinstance(content, str) or not content.strip():
+        return None
+    return len(messages) - 1, content
+
+
+def cache_plan(
+    endpoint: str,
+    body: Mapping[str, Any],
+    rule: CacheRule,
+    level_cache: str,
+    has_tenant: bool,
+    cache_control: str = "",
+) -> CachePlan:
+    """May this request be answered from the cache, stored in it, or share an in-flight call?"""
+    deterministic = _deterministic(body, rule)
+    coalesce = rule.coalesce and (deterministic or rule.coalesce_nondeterministic)
+    why = _why_not_cached(endpoint, body, rule, level_cache, has_tenant, deterministic)
+    directives = {d.strip().lower() for d in cache_control.split(",")}
+    if not why and "no-store" in directives:
+        why = "Cache-Control: no-store"
+    if why:
+        return CachePlan(False, False, False, coalesce, why)
+    lookup = "no-cache" not in directives
+    # a tool call answers this exact request: a similar question may need other arguments
+    semantic = rule.semantic and endpoint == "chat" and not body.get("tools")
+    return CachePlan(lookup, semantic and lookup, True, coalesce, "" if lookup else "no-cache")
+
+
+def _why_not_cached(
+    endpoint: str,
+    body: Mapping[str, Any],
+    rule: CacheRule,
+    level_cache: str,
+    has_tenant: bool,
+    deterministic: bool,
+) -> str:
+    if endpoint == "embeddings":
+        return "embeddings are not cached"
+    if not (rule.exact or rule.semantic):
+        return "caching off for this route"
+    if not deterministic:
+        return f"temperature {body.get('temperature')!r} is not 0"
+    if body.get("tools") and not rule.tools:
+        return "requests with tools are not cached"
+    if level_cache == "none":
+        return "privacy level: never cached"
+    if level_cache == "tenant" and not has_tenant:
+        return "privacy level: cached only for a known tenant"
+    return ""
+
+
+def _deterministic(body: Mapping[str, Any], rule: CacheRule) -> bool:
+    temperature = body.get("temperature")
+    if temperature is None:
+        return rule.unset_temperature
+    return (
+        isinstance(temperature, int | float)
+        and not isinstance(temperature, bool)
+        and (temperature == 0)
+    )
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()

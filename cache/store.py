@@ -1,0 +1,231 @@
+"""Answers already given: the exact layer, then the semantic layer, with TTL and LRU per scope.
+
+A scope is one tenant's public model at one version: entries never cross it, and its size is
+bounded by the route's `max_entries` (least recently used evicted first). Semantic search runs
+only among entries of the same context (scope, parameters, every message but the last user one)
+and a similar question is served only if the guard finds nothing critical that differs ("5 miles"
+vs "50 miles"). Lookups and inserts run on the event loop; the embedding runs in the embedder's
+thread, and a search in a large index moves to a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from cache.guard import conflict
+from cache.index import Vector, VectorIndex
+from cache.keys import CacheKeys
+from policies.model import CacheRule
+
+CANDIDATES = 4  # nearest entries checked by the guard before giving up
+INLINE_SEARCH = 4096  # a flat search over fewer vectors takes well under 0.1 ms: no thread hop
+
+
+class Embeds(Protocol):
+    @property
+    def ready(self) -> bool:
+        """The model is loaded: a lookup would not wait seconds for it."""
+        ...
+
+    def warm(self) -> None:
+        """Start loading the model, if not yet done."""
+        ...
+
+    async def embed(self, text: str) -> Vector: ...
+
+
+@dataclass(frozen=True)
+class Entry:
+    ident: int
+    keys: CacheKeys
+    answer: bytes  # the complete answer as a non-streamed JSON body
+    created: float  # wall-clock seconds, so that TTLs hold across a restart
+    expires: float
+    vector: Vector | None = None
+
+
+@dataclass(frozen=True)
+class Hit:
+    kind: Literal["exact", "semantic"]
+    answer: bytes
+    similarity: float | None = None
+
+
+@dataclass(frozen=True)
+class Miss:
+    vector: Vector | None = None  # the question's embedding, to store with its answer
+    refused: str = ""  # why the guard refused a similar entry, if it did
+
+
+@dataclass
+class CacheStats:
+    hits_exact: int = 0
+    hits_semantic: int = 0
+    misses: int = 0
+    refused: int = 0  # similar enough, but the guard found a critical difference
+    evicted: int = 0
+    expired: int = 0
+
+
+@dataclass
+class AnswerCache:
+    embedder: Embeds | None
+    clock: Callable[[], float] = time.time
+    stats: CacheStats = field(default_factory=CacheStats)
+
+    def __post_init__(self) -> None:
+        self._scopes: dict[str, OrderedDict[str, Entry]] = {}
+        self._contexts: dict[str, VectorIndex] = {}
+        self._by_id: dict[int, Entry] = {}
+        self._ids = itertools.count(1)
+        self.changes = 0  # how many times entries were added or dropped: is a save due?
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    @property
+    def searchable(self) -> int:
+        """Entries the semantic layer can find (their question is embedded)."""
+        return sum(len(index) for index in self._contexts.values())
+
+    async def lookup(self, keys: CacheKeys, rule: CacheRule, semantic: bool) -> Hit | Miss:
+        entry = self._live(keys.scope, keys.exact) if rule.exact else None
+        if entry is not None:
+            self.stats.hits_exact += 1
+            return Hit("exact", entry.answer, 1.0)
+        if not (semantic and self.embedder and keys.context and keys.query):
+            self.stats.misses += 1
+            return Miss()
+        if not self.embedder.ready:  # a miss now beats a request held for seconds
+            self.embedder.warm()
+            self.stats.misses += 1
+            return Miss()
+        vector = await self.embedder.embed(keys.query)
+        found = await self._similar(keys, vector, rule.threshold)
+        if isinstance(found, Hit):
+            self.stats.hits_semantic += 1
+            return found
+        self.stats.misses += 1
+        return Miss(vector, found)
+
+    async def _similar(self, keys: CacheKeys, vector: Vector, threshold: float) -> Hit | str:
+        """The nearest entry of the same context that is similar enough and that the guard
+        accepts; else why a similar one was refused ("" when none was similar)."""
+        index = self._contexts.get(keys.context or "")
+        if index is None:
+            return ""
+        if len(index) <= INLINE_SEARCH:
+            nearest = index.search(vector, CANDIDATES)
+        else:
+            nearest = await asyncio.to_thread(index.search, vector, CANDIDATES)
+        refused = ""
+        for ident, similarity in nearest:
+            entry = self._by_id.get(ident)
+            if similarity < threshold or entry is None or entry.keys.query is None:
+                continue
+            if self._expired(entry):
+                continue
+            reason = conflict(entry.keys.query, keys.query or "")
+            if reason is None:
+                self._scopes[entry.keys.scope].move_to_end(entry.keys.exact)
+                return Hit("semantic", entry.answer, similarity)
+            refused = refused or reason
+            self.stats.refused += 1
+        return refused
+
+    async def insert(
+        self, keys: CacheKeys, rule: CacheRule, answer: bytes, vector: Vector | None = None
+    ) -> None:
+        """Keep a complete answer: in the exact layer at once, in the semantic one as soon as
+        its question is embedded (when the lookup did not do it already)."""
+        now = self.clock()
+        semantic = rule.semantic and keys.context is not None and keys.query is not None
+        entry = Entry(next(self._ids), keys, answer, now, now + rule.ttl_s,
+                      vector if semantic else None)  # fmt: skip
+        self.add(entry)
+        self._bound(keys.scope, rule.max_entries)
+        if semantic and vector is None and self.embedder is not None:
+            vector = await self.embedder.embed(keys.query or "")
+            if self._by_id.get(entry.ident) is entry:  # still there after the wait
+                self.add(Entry(entry.ident, keys, answer, entry.created, entry.expires, vector))
+
+    def _bound(self, scope_key: str, max_entries: int) -> None:
+        scope = self._scopes[scope_key]
+        while len(scope) > max_entries:
+            _, oldest = scope.popitem(last=False)
+            self._forget(oldest)
+            self.stats.evicted += 1
+
+    def add(self, entry: Entry) -> None:
+        """Add an entry as it is (also how a saved cache is restored)."""
+        scope = self._scopes.setdefault(entry.keys.scope, OrderedDict())
+        previous = scope.pop(entry.keys.exact, None)
+        if previous is not None:
+            self._forget(previous)
+        scope[entry.keys.exact] = entry
+        self._by_id[entry.ident] = entry
+        self.changes += 1
+        if entry.vector is not None and entry.keys.context is not None:
+            index = self._contexts.get(entry.keys.context)
+            if index is None:
+                index = self._contexts[entry.keys.context] = VectorIndex(len(entry.vector))
+            index.add(entry.ident, entry.vector)
+
+    def entries(self) -> list[Entry]:
+        """Every live entry, least recently used first within each scope (to save them)."""
+        now = self.clock()
+        return [e for scope in self._scopes.values() for e in scope.values() if e.expires > now]
+
+    def restore(self, entries: list[Entry]) -> None:
+        for entry in entries:
+            self.add(Entry(next(self._ids), entry.keys, entry.answer, entry.created,
+                           entry.expires, entry.vector))  # fmt: skip
+
+    def sweep(self) -> int:
+        """Drop the expired entries (lookups drop those they meet; this finds the others)."""
+        now = self.clock()
+        expired = [e for scope in self._scopes.values() for e in scope.values() if e.expires <= now]
+        for entry in expired:
+            self._remove(entry)
+        self.stats.expired += len(expired)
+        return len(expired)
+
+    def _live(self, scope: str, exact: str) -> Entry | None:
+        entries = self._scopes.get(scope)
+        entry = entries.get(exact) if entries else None
+        if entry is None or self._expired(entry):
+            return None
+        assert entries is not None
+        entries.move_to_end(exact)
+        return entry
+
+    def _expired(self, entry: Entry) -> bool:
+        if entry.expires > self.clock():
+            return False
+        self._remove(entry)
+        self.stats.expired += 1
+        return True
+
+    def _remove(self, entry: Entry) -> None:
+        scope = self._scopes.get(entry.keys.scope)
+        if scope is not None and scope.get(entry.keys.exact) is entry:
+            del scope[entry.keys.exact]
+            if not scope:
+                del self._scopes[entry.keys.scope]
+        self._forget(entry)
+
+    def _forget(self, entry: Entry) -> None:
+        self._by_id.pop(entry.ident, None)
+        self.changes += 1
+        if entry.vector is not None and entry.keys.context is not None:
+            index = self._contexts.get(entry.keys.context)
+            if index is not None:
+                index.remove(entry.ident)
+                if not len(index):
+                    del self._contexts[entry.keys.context]

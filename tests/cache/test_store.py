@@ -1,0 +1,588 @@
+"""cache/store.py: the exact and semantic layers, TTL, LRU per scope, sweep, entries/restore.
+
+The embedder is a fake with hand-made vectors, so the similarities are known exactly; the real
+model is tested in test_embedder.py and test_semantic_quality.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+import pytest
+
+from cache.keys import CacheKeys, cache_keys
+from cache.store import AnswerCache, Hit, Miss
+from policies.model import CacheRule
+
+QUESTION = "How do I reverse a list in Python?"
+PARAPHRASE = "How can I reverse a list in Python?"  # cosine 0.95 with QUESTION
+UNRELATED = "What is the weather like in Oslo today?"  # cosine 0.5 with QUESTION
+TIMES_23 = "What is 17 times 23?"
+TIMES_24 = "What is 17 times 24?"  # cosine 0.995 with TIMES_23: a near miss
+
+
+def unit(*values: float) -> np.ndarray:
+    vector = np.array(values, dtype=np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def around(cosine: float, axis: int = 0, toward: int = 1) -> np.ndarray:
+    """A unit vector at `cosine` from the unit vector of `axis`."""
+    values = [0.0] * 8
+    values[axis], values[toward] = cosine, float(np.sqrt(1 - cosine**2))
+    return unit(*values)
+
+
+VECTORS = {
+    QUESTION: unit(1, 0, 0, 0, 0, 0, 0, 0),
+    PARAPHRASE: around(0.95),
+    UNRELATED: around(0.5, toward=2),
+    TIMES_23: unit(0, 0, 0, 1, 0, 0, 0, 0),
+    TIMES_24: around(0.995, axis=3, toward=4),
+}
+
+
+class FakeEmbedder:
+    def __init__(self, vectors: dict[str, np.ndarray] | None = None, ready: bool = True) -> None:
+        self.vectors = dict(VECTORS if vectors is None else vectors)
+        self.calls: list[str] = []
+        self.ready = ready
+        self.warmed = 0
+        self.gates: dict[str, asyncio.Event] = {}  # embedding these texts waits for the test
+
+    def warm(self) -> None:
+        self.warmed += 1
+
+    async def embed(self, text: str) -> np.ndarray:
+        self.calls.append(text)
+        if text in self.gates:
+            await self.gates[text].wait()
+        return self.vectors[text]
+
+
+class Clock:
+    def __init__(self, now: float = 1_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def keys(
+    question: str,
+    tenant: str = "acme",
+    system: str = "You are terse.",
+    **fields: Any,
+) -> CacheKeys:
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+    body = {"model": "llama", "messages": messages, "temperature": 0, **fields}
+    return cache_keys("chat", body, tenant, "llama", "v1")
+
+
+def answer(text: str) -> bytes:
+    return (
+        f'{{"object":"chat.completion","choices":[{{"message":{{"content":"{text}"}}}}]}}'.encode()
+    )
+
+
+RULE = CacheRule(ttl_s=60, max_entries=100, threshold=0.9)
+
+
+@pytest.fixture
+def embedder() -> FakeEmbedder:
+    return FakeEmbedder()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def cache(embedder: FakeEmbedder, clock: Clock) -> AnswerCache:
+    return AnswerCache(embedder, clock)
+
+
+async def insert(cache: AnswerCache, question: str, rule: CacheRule = RULE, **kw: Any) -> None:
+    await cache.insert(keys(question, **kw), rule, answer(question))
+
+
+# --- the exact layer -----------------------------------------------------------------------------
+
+
+async def test_exact_miss_then_hit(cache: AnswerCache) -> None:
+    assert isinstance(await cache.lookup(keys(QUESTION), RULE, semantic=False), Miss)
+    await insert(cache, QUESTION)
+    assert await cache.lookup(keys(QUESTION), RULE, semantic=False) == Hit(
+        "exact", answer(QUESTION), 1.0
+    )
+    assert (cache.stats.hits_exact, cache.stats.misses) == (1, 1)
+    assert len(cache) == 1
+
+
+async def test_exact_hit_needs_no_embedding(cache: AnswerCache, embedder: FakeEmbedder) -> None:
+    await cache.insert(keys(QUESTION), RULE, answer(QUESTION), VECTORS[QUESTION])
+    assert isinstance(await cache.lookup(keys(QUESTION), RULE, semantic=True), Hit)
+    assert embedder.calls == []
+
+
+async def test_exact_layer_off_is_never_an_exact_hit(cache: AnswerCache) -> None:
+    await insert(cache, QUESTION)
+    assert isinstance(await cache.lookup(keys(QUESTION), CacheRule(exact=False), False), Miss)
+
+
+async def test_a_second_insert_of_the_same_key_replaces_the_first(cache: AnswerCache) -> None:
+    await cache.insert(keys(QUESTION), RULE, b"old")
+    await cache.insert(keys(QUESTION), RULE, b"new")
+    assert len(cache) == 1
+    assert await cache.lookup(keys(QUESTION), RULE, False) == Hit("exact", b"new", 1.0)
+    found = await cache.lookup(keys(PARAPHRASE), RULE, semantic=True)
+    assert isinstance(found, Hit)
+    assert found.answer == b"new"
+
+
+# --- TTL -----------------------------------------------------------------------------------------
+
+
+async def test_an_entry_expires_after_its_ttl(cache: AnswerCache, clock: Clock) -> None:
+    await insert(cache, QUESTION, CacheRule(ttl_s=10))
+    clock.now += 9.9
+    assert isinstance(await cache.lookup(keys(QUESTION), RULE, False), Hit)
+    clock.now += 0.1
+    assert isinstance(await cache.lookup(keys(QUESTION), RULE, False), Miss)
+    assert cache.stats.expired == 1
+    assert len(cache) == 0
+
+
+async def test_a_hit_does_not_extend_the_ttl(cache: AnswerCache, clock: Clock) -> None:
+    await insert(cache, QUESTION, CacheRule(ttl_s=10))
+    for _ in range(3):
+        clock.now += 3
+        assert isinstance(await cache.lookup(keys(QUESTION), RULE, False), Hit)
+    clock.now += 3
+    assert isinstance(await cache.lookup(keys(QUESTION), RULE, False), Miss)
+
+
+async def test_an_expired_entry_is_no_semantic_hit(cache: AnswerCache, clock: Clock) -> None:
+    await insert(cache, QUESTION, CacheRule(ttl_s=10))
+    clock.now += 10
+    found = await cache.lookup(keys(PARAPHRASE), RULE, semantic=True)
+    assert isinstance(found, Miss)
+    assert found.refused == ""
+    assert len(cache) == 0
+    assert cache.stats.expired == 1
+
+
+# --- LRU per scope -------------------------------------------------------------------------------
+
+
+async def test_the_least_recently_used_entry_is_evicted(cache: AnswerCache) -> None:
+    rule = CacheRule(max_entries=3, semantic=False)
+    for question in ("a", "b", "c"):
+        await cache.insert(keys(question), rule, answer(question))
+    assert isinstance(await cache.lookup(keys("a"), rule, False), Hit)  # "a" is used: "b" is LRU
+    await cache.insert(keys("d"), rule, answer("d"))
+    assert len(cache) == 3
+    assert cache.stats.evicted == 1
+    assert isinstance(await cache.lookup(keys("b"), rule, False), Miss)
+    for question in ("a", "c", "d"):
+        assert isinstance(await cache.lookup(keys(question), rule, False), Hit), question
+
+
+async def test_without_lookups_the_oldest_insert_is_evicted(cache: AnswerCache) -> None:
+    rule = CacheRule(max_entries=2, semantic=False)
+    for question in ("a", "b", "c"):
+        await cache.insert(keys(question), rule, answer(question))
+    assert isinstance(await cache.lookup(keys("a"), rule, False), Miss)
+    assert isinstance(await cache.lookup(keys("b"), rule, False), Hit)
+
+
+async def test_a_semantic_hit_counts_as_a_use(cache: AnswerCache) -> None:
+    rule = CacheRule(max_entries=2)
+    await insert(cache, QUESTION, rule)
+    await insert(cache, TIMES_23, rule)
+    assert isinstance(await cache.lookup(keys(PARAPHRASE), rule, semantic=True), Hit)
+    await insert(cache, UNRELATED, rule)  # TIMES_23 is now the least recently used
+    assert isinstance(await cache.lookup(keys(TIMES_23), rule, False), Miss)
+    assert isinstance(await cache.lookup(keys(QUESTION), rule, False), Hit)
+
+
+async def test_each_scope_has_its_own_capacity(cache: AnswerCache) -> None:
+    rule = CacheRule(max_entries=1, semantic=False)
+    await cache.insert(keys("a", tenant="acme"), rule, b"acme")
+    await cache.insert(keys("b", tenant="globex"), rule, b"globex")
+    await cache.insert(keys("c", tenant="globex"), rule, b"globex")
+    assert isinstance(await cache.lookup(keys("a", tenant="acme"), rule, False), Hit)
+    assert isinstance(await cache.lookup(keys("b", tenant="globex"), rule, False), Miss)
+    assert cache.stats.evicted == 1
+
+
+# --- scopes --------------------------------------------------------------------------------------
+
+
+async def test_scopes_isolate_the_same_exact_key(cache: AnswerCache) -> None:
+    mine = keys(QUESTION)
+    await cache.insert(mine, RULE, answer(QUESTION))
+    theirs = CacheKeys("another-scope", mine.exact, mine.context, mine.query)
+    assert isinstance(await cache.lookup(theirs, RULE, semantic=False), Miss)
+
+
+async def test_another_tenant_never_hits(cache: AnswerCache) -> None:
+    await insert(cache, QUESTION)
+    assert isinstance(await cache.lookup(keys(QUESTION, tenant="globex"), RULE, True), Miss)
+    assert isinstance(await cache.lookup(keys(PARAPHRASE, tenant="globex"), RULE, True), Miss)
+
+
+# --- the semantic layer --------------------------------------------------------------------------
+
+
+async def test_a_similar_question_is_a_semantic_hit(cache: AnswerCache) -> None:
+    await insert(cache, QUESTION)
+    found = await cache.lookup(keys(PARAPHRASE), RULE, semantic=True)
+    assert isinstance(found, Hit)
+    assert found.kind == "semantic"
+    assert found.answer == answer(QUESTION)
+    assert found.similarity == pytest.approx(0.95, abs=1e-5)
+    assert cache.stats.hits_semantic == 1
+
+
+async def test_below_the_threshold_is_a_miss(cache: AnswerCache) -> None:
+    await insert(cache, QUESTION)
+    found = await cache.lookup(keys(UNRELATED), RULE, semantic=True)
+    assert isinstance(found, Miss)
+    assert found.refused == ""
+    strict = CacheRule(threshold=0.96)
+    assert isinstance(await cache.lookup(keys(PARAPHRASE), strict, semantic=True), Miss)
+    assert cache.stats.misses == 2
+    assert cache.stats.refused == 0
+
+
+async def test_the_threshold_is_inclusive_of_equal_similarity(cache: AnswerCache) -> None:
+    await insert(cache, QUESTION)
+    found = await cache.lookup(keys(PARAPHRASE), CacheRule(threshold=0.94), semantic=True)
+    assert isinstance(found, Hit)
+
+
+async def test_the_guard_refuses_a_near_miss(cache: AnswerCache) -> None:
+    await insert(cache, TIMES_23)
+    found = await cache.lookup(keys(TIMES_24), RULE, semantic=True)
+    assert isinstance(found, Miss)
+    assert found.refused
+    assert found.vector is not None
+    assert np.array_equal(found.vector, VECTORS[TIMES_24])
+    assert cache.stats.refused == 1
+    assert cache.stats.misses == 1
+    assert cache.stats.hits_semantic == 0
+
+
+async def test_semantic_search_stays_within_the_context(cache: AnswerCache) -> None:
+    await insert(cache, QUESTION)
+    other_prompt = keys(PARAPHRASE, system="You are a pirate.")
+    assert isinstance(await cache.lookup(other_prompt, RULE, semantic=True), Miss)
+    other_parameters = keys(PARAPHRASE, max_tokens=5)
+    assert isinstance(await cache.lookup(other_parameters, RULE, semantic=True), Miss)
+
+
+async def test_no_semantic_lookup_when_not_asked(
+    cache: AnswerCache, embedder: FakeEmbedder
+) -> None:
+    await insert(cache, QUESTION)
+    embedder.calls.clear()
+    found = await cache.lookup(keys(PARAPHRASE), RULE, semantic=False)
+    assert found == Miss()
+    assert embedder.calls == []
+
+
+async def test_no_semantic_lookup_without_a_query(
+    cache: AnswerCache, embedder: FakeEmbedder
+) -> None:
+    no_query = CacheKeys("scope", "exact", None, None)
+    assert await cache.lookup(no_query, RULE, semantic=True) == Miss()
+    assert embedder.calls == []
+
+
+async def test_without_an_embedder_the_exact_layer_still_works(clock: Clock) -> None:
+    cache = AnswerCache(None, clock)
+    await insert(cache, QUESTION)
+    assert await cache.lookup(keys(PARAPHRASE), RULE, semantic=True) == Miss()
+    assert isinstance(await cache.lookup(keys(QUESTION), RULE, semantic=True), Hit)
+
+
+async def test_an_embedder_still_loading_gives_a_miss_at_once(clock: Clock) -> None:
+    embedder = FakeEmbedder(ready=False)
+    cache = AnswerCache(embedder, clock)
+    await cache.insert(keys(QUESTION), RULE, answer(QUESTION), VECTORS[QUESTION])
+    assert await cache.lookup(keys(PARAPHRASE), RULE, semantic=True) == Miss()
+    assert embedder.calls == []
+    assert embedder.warmed == 1
+    assert isinstance(await cache.lookup(keys(QUESTION), RULE, semantic=True), Hit)
+    embedder.ready = True
+    assert isinstance(await cache.lookup(keys(PARAPHRASE), RULE, semantic=True), Hit)
+
+
+async def test_the_lookup_vector_is_reused_by_the_insert(
+    cache: AnswerCache, embedder: FakeEmbedder
+) -> None:
+    miss = await cache.lookup(keys(QUESTION), RULE, semantic=True)
+    assert isinstance(miss, Miss)
+    assert miss.vector is not None
+    assert np.array_equal(miss.vector, VECTORS[QUESTION])
+    assert embedder.calls == [QUESTION]
+    await cache.insert(keys(QUESTION), RULE, answer(QUESTION), miss.vector)
+    assert embedder.calls == [QUESTION]
+    assert isinstance(await cache.lookup(keys(PARAPHRASE), RULE, semantic=True), Hit)
+
+
+async def test_insert_embeds_when_the_lookup_did_not(
+    cache: AnswerCache, embedder: FakeEmbedder
+) -> None:
+    await cache.insert(keys(QUESTION), RULE, answer(QUESTION))
+    assert embedder.calls == [QUESTION]
+    assert isinstance(await cache.lookup(keys(PARAPHRASE), RULE, semantic=True), Hit)
+
+
+async def slow_insert(cache: AnswerCache, embedder: FakeEmbedder) -> asyncio.Task[None]:
+    """Insert QUESTION, whose embedding waits until the test sets its gate."""
+    embedder.gates[QUESTION] = asyncio.Event()
+    task = asyncio.create_task(cache.insert(keys(QUESTION), RULE, answer(QUESTION)))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert embedder.calls == [QUESTION]
+    return task
+
+
+async def test_an_answer_is_an_exact_hit_while_its_question_is_embedded(
+    cache: AnswerCache, embedder: FakeEmbedder
+) -> None:
+    task = await slow_insert(cache, embedder)
+    assert isinstance(await cache.lookup(keys(QUESTION), RULE, semantic=False), Hit)
+    embedder.gates[QUESTION].set()
+    await task
+    assert isinstance(await cache.lookup(keys(PARAPHRASE), RULE, semantic=True), Hit)
+    assert len(cache) == 1
+
+
+async def test_a_newer_answer_stored_during_the_embedding_is_kept(
+    cache: AnswerCache, embedder: FakeEmbedder
+) -> None:
+    task = await slow_insert(cache, embedder)
+    await cache.insert(keys(QUESTION), RULE, b"newer", VECTORS[QUESTION])
+    embedder.gates[QUESTION].set()
+    await task
+    assert len(cache) == 1
+    assert await cache.lookup(keys(QUESTION), RULE, False) == Hit("exact", b"newer", 1.0)
+    found = await cache.lookup(keys(PARAPHRASE), RULE, semantic=True)
+    assert isinstance(found, Hit)
+    assert found.answer == b"newer"
+
+
+async def test_an_entry_evicted_during_the_embedding_is_not_brought_back(
+    cache: AnswerCache, embedder: FakeEmbedder
+) -> None:
+    task = await slow_insert(cache, embedder)
+    await cache.insert(keys(UNRELATED), CacheRule(max_entries=1), answer(UNRELATED))
+    embedder.gates[QUESTION].set()
+    await task
+    assert len(cache) == 1
+    assert isinstance(await cache.lookup(keys(QUESTION), RULE, False), Miss)
+    assert isinstance(await cache.lookup(keys(PARAPHRASE), RULE, semantic=True), Miss)
+
+
+async def test_an_entry_swept_during_the_embedding_is_not_brought_back(
+    cache: AnswerCache, embedder: FakeEmbedder, clock: Clock
+) -> None:
+    task = await slow_insert(cache, embedder)
+    clock.now += RULE.ttl_s
+    assert cache.sweep() == 1
+    embedder.gates[QUESTION].set()
+    await task
+    assert len(cache) == 0
+    assert cache.entries() == []
+
+
+async def test_insert_does_not_embed_for_an_exact_only_rule(
+    cache: AnswerCache, embedder: FakeEmbedder
+) -> None:
+    await cache.insert(keys(QUESTION), CacheRule(semantic=False), answer(QUESTION))
+    assert embedder.calls == []
+    assert isinstance(await cache.lookup(keys(PARAPHRASE), RULE, semantic=True), Miss)
+
+
+async def test_no_vector_is_kept_without_a_context(cache: AnswerCache) -> None:
+    plain = cache_keys("completions", {"prompt": QUESTION, "temperature": 0}, "a", "m", "v")
+    await cache.insert(plain, RULE, b"{}", VECTORS[QUESTION])
+    [entry] = cache.entries()
+    assert entry.vector is None
+
+
+async def test_the_nearest_accepted_candidate_wins(cache: AnswerCache) -> None:
+    close, closer = "How to reverse a list in Python?", "How would I reverse a list in Python?"
+    vectors = {**VECTORS, close: around(0.99), closer: around(0.999)}
+    cache.embedder = FakeEmbedder(vectors)
+    await insert(cache, close)
+    await insert(cache, closer)
+    found = await cache.lookup(keys(QUESTION), RULE, semantic=True)
+    assert isinstance(found, Hit)
+    assert found.answer == answer(closer)
+    assert found.similarity == pytest.approx(0.999, abs=1e-5)
+
+
+# --- dropped entries leave the index -------------------------------------------------------------
+
+
+# paraphrases of QUESTION, which the guard lets through
+NEAR = [
+    "How to reverse a list in Python?",
+    "How would I reverse a list in Python?",
+    "how do i reverse a list in Python",
+    "How should I reverse a list in Python?",
+]
+
+
+def crowded() -> FakeEmbedder:
+    """Four questions nearer QUESTION than PARAPHRASE is, all at 0.99 or more."""
+    vectors = {**VECTORS}
+    for i, name in enumerate(NEAR):
+        vectors[name] = around(0.999 - i * 0.002, toward=2 + i)
+    return FakeEmbedder(vectors)
+
+
+async def test_an_evicted_entry_is_no_longer_found_by_a_semantic_lookup(clock: Clock) -> None:
+    cache = AnswerCache(crowded(), clock)
+    rule = CacheRule(max_entries=1)
+    await insert(cache, NEAR[0], rule)
+    assert isinstance(await cache.lookup(keys(QUESTION), rule, semantic=True), Hit)
+    await insert(cache, UNRELATED, rule)  # evicts NEAR[0]
+    found = await cache.lookup(keys(QUESTION), rule, semantic=True)
+    assert isinstance(found, Miss)
+    assert cache.stats.evicted == 1
+
+
+async def test_evicted_vectors_do_not_crowd_out_the_live_ones(clock: Clock) -> None:
+    cache = AnswerCache(crowded(), clock)
+    rule = CacheRule(max_entries=5)
+    await insert(cache, PARAPHRASE, rule)
+    for name in NEAR:
+        await insert(cache, name, rule)
+    assert isinstance(await cache.lookup(keys(PARAPHRASE), rule, False), Hit)  # used: not LRU
+    for i in range(4):  # these four go; PARAPHRASE must still be found among the nearest
+        await cache.insert(keys(f"other {i}"), CacheRule(max_entries=5, semantic=False), b"x")
+    assert isinstance(await cache.lookup(keys(NEAR[0]), rule, False), Miss)
+    found = await cache.lookup(keys(QUESTION), rule, semantic=True)
+    assert isinstance(found, Hit)
+    assert found.answer == answer(PARAPHRASE)
+
+
+async def test_swept_vectors_do_not_crowd_out_the_live_ones(clock: Clock) -> None:
+    cache = AnswerCache(crowded(), clock)
+    await insert(cache, PARAPHRASE, CacheRule(ttl_s=1000))
+    for name in NEAR:
+        await insert(cache, name, CacheRule(ttl_s=10))
+    clock.now += 10
+    assert cache.sweep() == 4
+    found = await cache.lookup(keys(QUESTION), RULE, semantic=True)
+    assert isinstance(found, Hit)
+    assert found.answer == answer(PARAPHRASE)
+
+
+async def test_expired_candidates_are_skipped_and_dropped(clock: Clock) -> None:
+    cache = AnswerCache(crowded(), clock)
+    await insert(cache, PARAPHRASE, CacheRule(ttl_s=1000))
+    await insert(cache, NEAR[0], CacheRule(ttl_s=10))
+    clock.now += 10
+    found = await cache.lookup(keys(QUESTION), RULE, semantic=True)
+    assert isinstance(found, Hit)
+    assert found.answer == answer(PARAPHRASE)
+    assert len(cache) == 1
+    assert cache.stats.expired == 1
+
+
+async def test_a_replaced_entry_leaves_the_index(cache: AnswerCache) -> None:
+    await cache.insert(keys(QUESTION), RULE, b"old")
+    await cache.insert(keys(QUESTION), RULE, b"new")
+    await cache.insert(keys(QUESTION, tenant="x"), RULE, b"other")
+    found = await cache.lookup(keys(PARAPHRASE), RULE, semantic=True)
+    assert isinstance(found, Hit)
+    assert found.answer == b"new"
+
+
+# --- sweep, entries, restore ---------------------------------------------------------------------
+
+
+async def test_sweep_drops_only_the_expired(cache: AnswerCache, clock: Clock) -> None:
+    for question in ("a", "b", "c"):
+        await insert(cache, question, CacheRule(ttl_s=10, semantic=False))
+    await insert(cache, "d", CacheRule(ttl_s=100, semantic=False))
+    clock.now += 50
+    assert cache.sweep() == 3
+    assert len(cache) == 1
+    assert cache.stats.expired == 3
+    assert cache.sweep() == 0
+    assert isinstance(await cache.lookup(keys("d"), RULE, False), Hit)
+
+
+async def test_entries_are_the_live_ones_least_recently_used_first(
+    cache: AnswerCache, clock: Clock
+) -> None:
+    rule = CacheRule(semantic=False)
+    for question in ("a", "b", "c"):
+        await insert(cache, question, rule)
+    await insert(cache, "short", CacheRule(ttl_s=5, semantic=False))
+    await cache.lookup(keys("a"), rule, False)
+    clock.now += 10
+    assert [e.keys.query for e in cache.entries()] == ["b", "c", "a"]
+
+
+async def test_entries_restore_round_trip(cache: AnswerCache, clock: Clock) -> None:
+    await insert(cache, QUESTION)
+    await insert(cache, TIMES_23)
+    await insert(cache, "plain", CacheRule(semantic=False))
+    await insert(cache, QUESTION, tenant="globex")
+    saved = cache.entries()
+    assert len(saved) == 4
+
+    restored = AnswerCache(FakeEmbedder(), clock)
+    restored.restore(saved)
+    assert len(restored) == 4
+    assert [(e.keys, e.answer, e.created, e.expires) for e in restored.entries()] == [
+        (e.keys, e.answer, e.created, e.expires) for e in saved
+    ]
+    for question in (QUESTION, TIMES_23, "plain"):
+        assert isinstance(await restored.lookup(keys(question), RULE, False), Hit), question
+    found = await restored.lookup(keys(PARAPHRASE), RULE, semantic=True)
+    assert isinstance(found, Hit)
+    assert found.kind == "semantic"
+    assert restored.embedder is not None
+    assert restored.embedder.calls == [PARAPHRASE]  # type: ignore[attr-defined]
+
+
+async def test_restore_keeps_the_original_expiry(cache: AnswerCache, clock: Clock) -> None:
+    await insert(cache, QUESTION, CacheRule(ttl_s=10))
+    restored = AnswerCache(FakeEmbedder(), clock)
+    restored.restore(cache.entries())
+    clock.now += 10
+    assert isinstance(await restored.lookup(keys(QUESTION), RULE, False), Miss)
+
+
+async def test_restore_into_a_used_cache_gives_fresh_idents(cache: AnswerCache) -> None:
+    await insert(cache, QUESTION)
+    other = AnswerCache(FakeEmbedder(), cache.clock)
+    await insert(other, TIMES_23)
+    other.restore(cache.entries())
+    assert len({e.ident for e in other.entries()}) == 2
+    assert isinstance(await other.lookup(keys(PARAPHRASE), RULE, True), Hit)
+    assert isinstance(await other.lookup(keys(TIMES_23), RULE, False), Hit)
+
+
+async def test_changes_count_additions_and_drops(cache: AnswerCache, clock: Clock) -> None:
+    assert cache.changes == 0
+    await insert(cache, QUESTION, CacheRule(ttl_s=10))
+    after_insert = cache.changes
+    assert after_insert > 0
+    await cache.lookup(keys(QUESTION), RULE, False)
+    assert cache.changes == after_insert  # a hit is not worth a save
+    clock.now += 10
+    cache.sweep()
+    assert cache.changes > after_insert
