@@ -124,8 +124,22 @@ async def admin_status(request: Request) -> Response:
             "backends": backends,
             "clouds": [{"name": c.name, "model": c.model} for c in services.policy.clouds],
             "breakers": breakers,
+            "cache": _cache_status(services),
         }
     )
+
+
+def _cache_status(services: Services) -> dict[str, Any]:
+    answers = services.pipeline.answers
+    return {
+        "enabled": services.policy.cache.enabled,
+        "entries": len(answers.cache),
+        "searchable": answers.cache.searchable,
+        "path": str(services.cache_path) if services.cache_path else None,
+        "in_flight_shared": len(answers.coalescer.flights),
+        **vars(answers.cache.stats),
+        "coalesced": answers.coalescer.joined,
+    }
 
 
 def _policy_status(services: Services) -> dict[str, Any]:

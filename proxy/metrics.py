@@ -44,6 +44,33 @@ class ServicesCollector(Collector):
         cost = CounterMetricFamily("overspill_cloud_cost_usd", "Cloud spend (litellm prices).")
         cost.add_metric([], services.pipeline.cloud.spent)
         yield cost
+        yield from self._cache()
+
+    def _cache(self) -> Iterator[Metric]:
+        answers = self.services.pipeline.answers
+        stats = answers.cache.stats
+        lookups = CounterMetricFamily(
+            "overspill_cache_lookups", "Cache lookups by result.", labels=["result"]
+        )
+        for result, count in (("hit_exact", stats.hits_exact), ("hit_semantic",
+                              stats.hits_semantic), ("miss", stats.misses)):  # fmt: skip
+            lookups.add_metric([result], count)
+        yield lookups
+        refused = CounterMetricFamily(
+            "overspill_cache_guard_refusals",
+            "Similar cached questions refused because something critical differed.",
+        )
+        refused.add_metric([], stats.refused)
+        yield refused
+        entries = GaugeMetricFamily("overspill_cache_entries", "Answers in the cache.")
+        entries.add_metric([], len(answers.cache))
+        yield entries
+        shared = CounterMetricFamily(
+            "overspill_coalesced_requests",
+            "Requests that rode an identical request's upstream call instead of making one.",
+        )
+        shared.add_metric([], answers.coalescer.joined)
+        yield shared
 
     def _backends(self) -> Iterator[Metric]:
         healthy = GaugeMetricFamily("overspill_backend_healthy", "1 if usable.", labels=["backend"])

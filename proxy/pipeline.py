@@ -4,7 +4,9 @@
   plan = decide(...)                 policies/decide (pure): locals, cloud chain, last resorts
   for target in plan.targets:        proxy/attempts: breaker, retries before the first byte
       relay the answer               proxy/reply: chunk by chunk, or whole
-Steps still to come plug in here (docs/design.md): admission, cache lookup, coalescing.
+  cache lookup, coalescing         proxy/caching (cache/): a hit is replayed; identical requests
+                                   in flight share one upstream call; new answers are kept
+Steps still to come plug in here (docs/design.md): admission.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import contextlib
 import os
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
+from cache.store import Hit
 from policies.decide import RequestFacts, RoutingPlan, Target, decide, route_for
 from policies.model import Policy
 from policies.privacy import HEADER, Classification, UnknownLevel, classify
@@ -24,6 +27,7 @@ from proxy.answer import Answer
 from proxy.attempts import Opened, TargetRefused, attempt
 from proxy.backends import Backends
 from proxy.breaker import Breaker
+from proxy.caching import Answers, Head, Produced
 from proxy.cloud import Cloud
 from proxy.errors import BadRequest, ModelNotFound, NoBackend, UpstreamError, UpstreamUnavailable
 from proxy.reply import Reply
@@ -40,6 +44,7 @@ class Pipeline:
     upstream: Upstream
     cloud: Cloud
     rng: random.Random
+    answers: Answers = field(default_factory=Answers)
     breakers: dict[str, Breaker] = field(default_factory=dict)
     saturated: dict[str, frozenset[str]] = field(default_factory=dict)  # hysteresis per model
 
@@ -90,37 +95,88 @@ class Pipeline:
         privacy = self.classify(request, headers)
         plan = self.plan(request, privacy)
         reply.note(plan.reasons, privacy.level)
+        # Scoped by the tenant the request names, known or not: two names never share answers.
+        tenant = headers.get(TENANT_HEADER, "")
+        caching = self.answers.caching(self.policy, request, privacy.level, tenant,
+                                       headers.get("cache-control", ""))  # fmt: skip
+        found = await self.answers.lookup(caching)
+        if isinstance(found, Hit):
+            await reply.deliver(*self.answers.serve_hit(found, request))
+            return
+        reply.note_cache(caching.plan.status, caching.plan.why)
+
+        async def produce() -> Produced:
+            produced = await self._produce(request, plan, privacy.level, request_id)
+            return self.answers.keep(caching, produced, found)
+
+        async with self.answers.shared(caching, produce) as (head, chunks):
+            await reply.deliver(head, chunks)
+
+    async def _produce(
+        self, request: ProxyRequest, plan: RoutingPlan, level: str, request_id: str
+    ) -> Produced:
+        """The first target in the plan that answers, retried as allowed; its answer's head and
+        body. The body reports to the target's breaker, and releases its in-flight count, as it
+        is consumed: a stream can still fail midway."""
         deadline = time.monotonic() + self._deadline(request)
         failures = list(plan.reasons)
         last_error: UpstreamError | None = None
         for target in plan.targets:
-            if target.kind == "cloud" and not self._cloud_allowed(privacy.level, target.name):
+            if target.kind == "cloud" and not self._cloud_allowed(level, target.name):
                 continue  # decide() never plans this; checked again because it must never happen
-            with self._in_flight(target, request):
-                try:
-                    opener = self._opener(request, target, request_id)
-                    breaker = self.breakers[target.name]
-                    opened = await attempt(opener, breaker, self.policy.retry, deadline)
-                except TargetRefused as refused:
-                    failures.append(f"breaker open: {target.name} ({refused})")
-                    continue
-                except UpstreamError as error:
-                    if not error.retryable:
-                        raise  # the target says the request itself is wrong: no other one helps
-                    failures.append(error.message)
-                    last_error = error
-                    continue
-                await self._relay(reply, opened, target)
-                return
+            held = contextlib.ExitStack()
+            held.enter_context(self._in_flight(target, request))
+            try:
+                opener = self._opener(request, target, request_id)
+                opened = await attempt(opener, self.breakers[target.name], self.policy.retry,
+                                       deadline)  # fmt: skip
+            except TargetRefused as refused:
+                held.close()
+                failures.append(f"breaker open: {target.name} ({refused})")
+                continue
+            except UpstreamError as error:
+                held.close()
+                if not error.retryable:
+                    raise  # the target says the request itself is wrong: no other one helps
+                failures.append(error.message)
+                last_error = error
+                continue
+            except BaseException:
+                held.close()
+                raise
+            answer = opened.answer
+            head = Head(target.route, answer.status, answer.headers(), answer.stream)
+            return head, self._consume(opened, target, held)
         why = "; ".join(failures or [plan.why_none])
         if last_error is not None:
             # Every target was tried and failed: the last failure's status tells the client most
             # (502 engine failure, 503 overloaded, 429 with Retry-After), the message tells all.
             last_error.message = f"every target failed for model {request.model!r}: {why}"
             raise last_error
-        raise NoBackend(
-            f"no target could serve model {request.model!r} (privacy={privacy.level}): {why}"
-        )
+        raise NoBackend(f"no target could serve model {request.model!r} (privacy={level}): {why}")
+
+    async def _consume(
+        self, opened: Opened, target: Target, held: contextlib.ExitStack
+    ) -> AsyncIterator[bytes]:
+        """The answer's body; the breaker learns how it ended."""
+        breaker = self.breakers[target.name]
+        with held:
+            try:
+                if opened.rest is None:
+                    yield await opened.answer.read()
+                else:
+                    if opened.first:
+                        yield opened.first
+                    async with contextlib.aclosing(opened.rest):  # type: ignore[type-var]
+                        async for chunk in opened.rest:
+                            yield chunk
+            except UpstreamError as error:
+                breaker.record_failure(time.monotonic(), error.message)
+                raise
+            except BaseException:
+                breaker.release()  # the client left: no verdict on the target
+                raise
+            breaker.record_success(time.monotonic())
 
     def _cloud_allowed(self, level: str, cloud: str) -> bool:
         return self.policy.privacy.level(level).allows(cloud)
@@ -156,16 +212,3 @@ class Pipeline:
         except UpstreamUnavailable as error:
             self.backends[target.name].mark_down(error.message)
             raise
-
-    async def _relay(self, reply: Reply, opened: Opened, target: Target) -> None:
-        """Send the answer; the breaker learns how it ended (a stream can fail midway)."""
-        breaker = self.breakers[target.name]
-        try:
-            await reply.relay(opened, target.route)
-        except UpstreamError as error:
-            breaker.record_failure(time.monotonic(), error.message)
-            raise
-        except BaseException:
-            breaker.release()  # the client left: no verdict on the target
-            raise
-        breaker.record_success(time.monotonic())

@@ -7,11 +7,13 @@ event (`data: {"error": {...}}`), which the OpenAI SDKs raise as an APIError.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from starlette.types import Send
 
-from proxy.attempts import Opened
+from proxy.caching import Head
 from proxy.disconnect import DisconnectWatch
 from proxy.errors import APIError
 
@@ -24,6 +26,7 @@ class Reply:
     started: bool = False
     reasons: tuple[str, ...] = field(default_factory=tuple)
     privacy: str = ""
+    cache: str = ""  # X-Overspill-Cache of an answer that did not come from the cache
 
     def note(self, reasons: tuple[str, ...], privacy: str) -> None:
         """Why the request goes where it goes: for the headers and the access log."""
@@ -31,8 +34,14 @@ class Reply:
         self.state["reasons"] = list(reasons)
         self.state["privacy"] = privacy
 
+    def note_cache(self, status: str, why: str) -> None:
+        self.cache = status
+        self.state["cache"] = f"{status}: {why}" if why else status
+
     def _decision_headers(self, route: str) -> list[tuple[bytes, bytes]]:
         headers = [(b"x-overspill-route", route.encode())]
+        if self.cache:
+            headers.append((b"x-overspill-cache", self.cache.encode()))
         if self.reasons:
             reason = self.reasons[0].encode("ascii", "replace")[:500]
             headers.append((b"x-overspill-reason", reason))
@@ -40,23 +49,27 @@ class Reply:
             headers.append((b"x-overspill-privacy", self.privacy.encode()))
         return headers
 
-    async def relay(self, opened: Opened, route: str) -> None:
-        self.state["route"] = route
-        answer = opened.answer
-        headers = [*answer.headers(), *self._decision_headers(route)]
-        if opened.rest is not None:
-            await self._start(answer.status, headers)
-            await self._body(opened.first)
-            async for chunk in opened.rest:
-                await self._body(chunk)
+    async def deliver(self, head: Head, chunks: AsyncIterator[bytes]) -> None:
+        """Send an answer: a stream chunk by chunk as it comes, a whole body at once."""
+        self.state["route"] = head.route
+        if head.route == "cache":
+            self.state["cache"] = next(v.decode() for k, v in head.headers
+                                       if k == b"x-overspill-cache")  # fmt: skip
+        headers = [*head.headers, *self._decision_headers(head.route)]
+        if head.stream:
+            await self._start(head.status, headers)
+            # closed here even when the client leaves mid-send, so the upstream stops at once
+            async with contextlib.aclosing(chunks):  # type: ignore[type-var]
+                async for chunk in chunks:
+                    await self._body(chunk)
             self.watch.finish()
             await self.send({"type": "http.response.body", "body": b""})
-        else:
-            body = await answer.read()
-            headers.append((b"content-length", str(len(body)).encode()))
-            await self._start(answer.status, headers)
-            self.watch.finish()
-            await self.send({"type": "http.response.body", "body": body})
+            return
+        body = b"".join([chunk async for chunk in chunks])
+        headers.append((b"content-length", str(len(body)).encode()))
+        await self._start(head.status, headers)
+        self.watch.finish()
+        await self.send({"type": "http.response.body", "body": body})
 
     async def _body(self, chunk: bytes) -> None:
         if chunk:

@@ -6,11 +6,14 @@ import asyncio
 import random
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from policies.model import Policy
 from policies.watcher import PolicyWatcher
 from proxy.backends import Backends
+from proxy.caching import Answers, OnDemandEmbedder
 from proxy.cloud import Cloud
+from proxy.home import overspill_home
 from proxy.pipeline import Pipeline
 from proxy.upstream import Upstream
 
@@ -23,6 +26,8 @@ class Services:
     pipeline: Pipeline
     started: float = field(default_factory=time.monotonic)
     watcher: PolicyWatcher | None = None
+    saver: asyncio.Task[None] | None = None
+    cache_path: Path | None = None  # where the cache was restored from, and is saved to
 
     @classmethod
     async def start(cls, policy: Policy) -> Services:
@@ -33,8 +38,17 @@ class Services:
         if policy.clouds:
             # `import litellm` takes seconds: pay it at start, not on the first overflow.
             await asyncio.to_thread(lambda: cloud.litellm)
-        pipeline = Pipeline(policy, backends, upstream, cloud, random.Random())
-        return cls(policy, upstream, backends, pipeline)
+        embedder = OnDemandEmbedder(policy.cache.embedder, overspill_home())
+        answers = Answers(embedder if policy.cache.enabled else None)
+        path = _cache_path(policy)
+        await answers.open(path)
+        pipeline = Pipeline(policy, backends, upstream, cloud, random.Random(), answers)
+        services = cls(policy, upstream, backends, pipeline, cache_path=path)
+        if path is not None:
+            services.saver = asyncio.create_task(
+                answers.keep_saved(path, policy.cache.save_interval_s)
+            )
+        return services
 
     def apply(self, policy: Policy) -> None:
         """Swap in a validated policy. Requests already running keep the pipeline they hold."""
@@ -47,9 +61,25 @@ class Services:
             if breaker.settings == policy.breaker
         }
         self.pipeline = Pipeline(policy, self.backends, self.upstream, old.cloud, old.rng,
-                                 breakers, dict(old.saturated))  # fmt: skip
+                                 old.answers, breakers, dict(old.saturated))  # fmt: skip
         self.policy = policy
 
     async def stop(self) -> None:
+        if self.saver is not None:
+            self.saver.cancel()
+        answers = self.pipeline.answers
+        await answers.settle()
+        if self.cache_path is not None:
+            await answers.save(self.cache_path)
+        if isinstance(answers.embedder, OnDemandEmbedder):
+            await answers.embedder.close()
         await self.backends.stop()
         await self.upstream.close()
+
+
+def _cache_path(policy: Policy) -> Path | None:
+    """Where the cache is saved (read at start: a new path in a reloaded policy waits for a
+    restart, as the file in use is the one the cache was restored from)."""
+    if not policy.cache.enabled or not policy.cache.path:
+        return None
+    return Path(policy.cache.path).expanduser()

