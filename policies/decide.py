@@ -29,6 +29,9 @@ class RequestFacts:
     model: str
     privacy: str = "public"  # the level's name
     tokens: int = 256  # estimated prompt tokens + max_tokens
+    # prompt tokens each replica is believed to hold in its KV cache (cache/prefix.py)
+    prefix: Mapping[str, int] = field(default_factory=dict)
+    turn: int = 0  # this request's number, for round robin
 
 
 @dataclass(frozen=True)
@@ -75,13 +78,13 @@ def decide(
     usable, saturated = _split_locals(
         facts, policy, route, snapshot, blocked, saturated_before, reasons
     )
-    ranked = sorted(usable, key=lambda b: _rank(b, facts.model, rng))
+    ranked, why_first = _order(usable, facts, policy, rng)
     clouds = _cloud_chain(facts, policy, route, blocked, reasons)
     local = [Target("local", b.name, b.models[facts.model]) for b in ranked]
     last_resort = [Target("local", b.name, b.models[facts.model]) for b in saturated]
     overflowed = not local and bool(clouds) and bool(saturated)
     if local:
-        reasons.insert(0, _why_first(ranked, facts.model))
+        reasons.insert(0, why_first)
     elif overflowed:
         reasons.insert(0, "overflow: every local backend is saturated")
     elif saturated and not clouds:
@@ -172,6 +175,37 @@ def _within_deadline(
         else:
             kept.append(Target("local", backend.name, backend.models[facts.model]))
     return kept
+
+
+def _order(
+    usable: list[BackendLoad], facts: RequestFacts, policy: Policy, rng: random.Random
+) -> tuple[list[BackendLoad], str]:
+    """The usable locals in the order to try them, and why the first one comes first."""
+    balancing = policy.balancing
+    if not usable:
+        return [], ""
+    if balancing.strategy == "round_robin":
+        ordered = sorted(usable, key=lambda b: b.name)
+        turn = facts.turn % len(ordered)
+        ordered = ordered[turn:] + ordered[:turn]
+        return ordered, f"round robin: {ordered[0].name}"
+    ranked = sorted(usable, key=lambda b: _rank(b, facts.model, rng))
+    if balancing.strategy == "prefix":
+        holder = max(ranked, key=lambda b: facts.prefix.get(b.name, 0))  # stable: least busy
+        held = facts.prefix.get(holder.name, 0)
+        if held >= balancing.min_prefix_tokens and holder is not ranked[0]:
+            least = ranked[0].outstanding
+            if (holder.outstanding - least > balancing.balance_abs
+                    and holder.outstanding > balancing.balance_rel * least):  # fmt: skip
+                why = (f"prefix on {holder.name} ({held} tokens) but it is much busier "
+                       f"({holder.outstanding} vs {least} outstanding): ")  # fmt: skip
+                return ranked, why + _why_first(ranked, facts.model)
+            ranked.remove(holder)
+            ranked.insert(0, holder)
+        if held >= balancing.min_prefix_tokens:
+            return ranked, (f"prefix: {holder.name} holds {held} prompt tokens "
+                            f"({holder.outstanding} outstanding)")  # fmt: skip
+    return ranked, _why_first(ranked, facts.model)
 
 
 def _why_first(ranked: list[BackendLoad], model: str) -> str:

@@ -15,7 +15,9 @@ from typing import Any
 
 from policies.model import (
     BACKEND_KINDS,
+    STRATEGIES,
     Backend,
+    Balancing,
     BreakerSettings,
     CacheRule,
     CacheSettings,
@@ -170,8 +172,17 @@ CACHE = {
     "embedder": Spec(str, '"onnx" or "torch"', "onnx", _one_of("onnx", "torch")),
     **CACHE_RULE,
 }
+BALANCING = {
+    "strategy": Spec(str, "a strategy name", "prefix", _one_of(*STRATEGIES)),
+    "min_prefix_tokens": Spec(int, "an integer", 256, _positive),
+    "balance_abs": Spec(int, "an integer", 4, _non_negative),
+    "balance_rel": Spec(NUMBER, "a number", 1.5, lambda v: None if v >= 1 else "must be >= 1"),
+    "block_tokens": Spec(int, "an integer", 32, _positive),
+    "index_blocks": Spec(int, "an integer", 200_000, _positive),
+    "warm_wait_s": Spec(NUMBER, SECONDS, 2.0, _non_negative),
+}
 TOP_LEVEL = ("server", "timeouts", "backends", "clouds", "routes", "privacy", "tenants",
-             "breaker", "retry", "cache")  # fmt: skip
+             "breaker", "retry", "cache", "balancing")  # fmt: skip
 DEFAULT_LEVELS: tuple[PrivacyLevel, ...] = (PrivacyLevel("public"),)
 
 
@@ -222,6 +233,7 @@ class _PolicyReader(Reader):
             breaker=BreakerSettings(**self.table(document, "breaker", BREAKER)),
             retry=RetrySettings(**self.table(document, "retry", RETRY)),
             cache=cache,
+            balancing=Balancing(**self.table(document, "balancing", BALANCING)),
             source=source,
         )
 

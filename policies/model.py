@@ -106,6 +106,35 @@ class Route:
     cache: CacheRule | None = None  # None: the [cache] defaults
 
 
+Strategy = Literal["prefix", "least_loaded", "round_robin"]
+STRATEGIES: tuple[Strategy, ...] = ("prefix", "least_loaded", "round_robin")
+
+
+@dataclass(frozen=True)
+class Balancing:
+    """How a request picks among the usable local replicas of its model."""
+
+    # "prefix": the replica already holding the longest part of the prompt in its KV cache,
+    # unless it is much busier than the least loaded one; "least_loaded": least outstanding
+    # work; "round_robin": in turn (for comparison).
+    strategy: Strategy = "prefix"
+    min_prefix_tokens: int = 256  # a shared prefix shorter than this is not worth a detour
+    # The holder is "much busier" when it has more than balance_abs outstanding requests beyond
+    # the least loaded replica AND more than balance_rel times as many (SGLang's cache-aware
+    # router uses the same two thresholds): then load wins over the cache.
+    balance_abs: int = 4
+    balance_rel: float = 1.5
+    block_tokens: int = 32  # the prefix index's block (about 4 characters a token)
+    index_blocks: int = 200_000  # the prefix index's bound (least recently used forgotten)
+    # Prefix coalescing: a request whose prefix is being prefilled on its replica by another
+    # request waits for that one's first token, at most this long (0: never waits).
+    warm_wait_s: float = 2.0
+
+    @property
+    def block_chars(self) -> int:
+        return 4 * self.block_tokens
+
+
 @dataclass(frozen=True)
 class PrivacyLevel:
     name: str
@@ -172,6 +201,7 @@ class Policy:
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
     retry: RetrySettings = field(default_factory=RetrySettings)
     cache: CacheSettings = field(default_factory=CacheSettings)
+    balancing: Balancing = field(default_factory=Balancing)
     source: str = "<defaults>"  # the file it was read from, for messages
 
     def backend(self, name: str) -> Backend:

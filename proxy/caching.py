@@ -40,6 +40,7 @@ class Head:
 
 
 Produced = tuple[Head, AsyncIterator[bytes]]
+NO_KEYS = CacheKeys("", "", None, None)
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,8 @@ class Answers:
                           cache_control)  # fmt: skip
         if not policy.cache.enabled:
             plan = CachePlan(False, False, False, plan.coalesce, "cache disabled")
+        if not (plan.lookup or plan.store or plan.coalesce):
+            return Caching(plan, NO_KEYS, rule, "")  # the common bypass costs no hashing
         keys = cache_keys(request.endpoint, request.body, tenant, request.model,
                           version(policy, request.model))  # fmt: skip
         delivery = orjson.dumps([request.stream, request.body.get("stream_options")])

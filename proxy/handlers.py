@@ -125,6 +125,11 @@ async def admin_status(request: Request) -> Response:
             "clouds": [{"name": c.name, "model": c.model} for c in services.policy.clouds],
             "breakers": breakers,
             "cache": _cache_status(services),
+            "balancing": {
+                "strategy": services.policy.balancing.strategy,
+                "prefix_blocks_known": len(services.pipeline.affinity.index),
+                "waited_for_a_prefill": services.pipeline.affinity.waited,
+            },
         }
     )
 
@@ -172,7 +177,8 @@ async def admin_explain(request: Request) -> Response:
     parsed = parse_request(endpoint, raw)  # type: ignore[arg-type]
     pipeline = services.pipeline
     privacy = pipeline.classify(parsed, dict(request.headers))
-    plan = pipeline.plan(parsed, privacy, remember=False)
+    prompt = pipeline.affinity.prompt(parsed, pipeline.policy.balancing)
+    plan = pipeline.plan(parsed, privacy, prompt, remember=False)
     return json_response(explanation(parsed, privacy, plan))
 
 

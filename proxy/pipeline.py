@@ -23,6 +23,7 @@ from cache.store import Hit
 from policies.decide import RequestFacts, RoutingPlan, Target, decide, route_for
 from policies.model import Policy
 from policies.privacy import HEADER, Classification, UnknownLevel, classify
+from proxy.affinity import Affinity, Prompt
 from proxy.answer import Answer
 from proxy.attempts import Opened, TargetRefused, attempt
 from proxy.backends import Backends
@@ -45,6 +46,7 @@ class Pipeline:
     cloud: Cloud
     rng: random.Random
     answers: Answers = field(default_factory=Answers)
+    affinity: Affinity = field(default_factory=Affinity)
     breakers: dict[str, Breaker] = field(default_factory=dict)
     saturated: dict[str, frozenset[str]] = field(default_factory=dict)  # hysteresis per model
 
@@ -67,10 +69,15 @@ class Pipeline:
             raise BadRequest(str(error), param=param, code="unknown_privacy_level") from error
 
     def plan(
-        self, request: ProxyRequest, privacy: Classification, remember: bool = True
+        self,
+        request: ProxyRequest,
+        privacy: Classification,
+        prompt: Prompt | None = None,
+        remember: bool = True,
     ) -> RoutingPlan:
         """The routing plan; `remember=False` (explain) leaves the hysteresis memory alone."""
         snapshot = self.backends.snapshot()
+        prompt = prompt or Prompt([], {}, {})
         route = route_for(self.policy, request.model)
         if not snapshot.serving(request.model) and not route.cloud:
             known = sorted({*snapshot.public_models(), *(r.model for r in self.policy.routes)})
@@ -78,7 +85,9 @@ class Pipeline:
             raise ModelNotFound(
                 f"The model `{request.model}` does not exist. Available: {available}", param="model"
             )
-        facts = RequestFacts(request.model, privacy.level, request.token_estimate)
+        turn = next(self.affinity.turns) if remember else 0  # explain leaves the turn alone
+        facts = RequestFacts(request.model, privacy.level, request.token_estimate, prompt.held,
+                             turn)  # fmt: skip
         now = time.monotonic()
         blocked = {
             n: b.last_failure or "open" for n, b in self.breakers.items() if not b.would_allow(now)
@@ -93,7 +102,8 @@ class Pipeline:
         self, request: ProxyRequest, reply: Reply, request_id: str, headers: dict[str, str]
     ) -> None:
         privacy = self.classify(request, headers)
-        plan = self.plan(request, privacy)
+        prompt = self.affinity.prompt(request, self.policy.balancing)
+        plan = self.plan(request, privacy, prompt)
         reply.note(plan.reasons, privacy.level)
         # Scoped by the tenant the request names, known or not: two names never share answers.
         tenant = headers.get(TENANT_HEADER, "")
@@ -106,14 +116,14 @@ class Pipeline:
         reply.note_cache(caching.plan.status, caching.plan.why)
 
         async def produce() -> Produced:
-            produced = await self._produce(request, plan, privacy.level, request_id)
+            produced = await self._produce(request, plan, privacy.level, request_id, prompt)
             return self.answers.keep(caching, produced, found)
 
         async with self.answers.shared(caching, produce) as (head, chunks):
             await reply.deliver(head, chunks)
 
     async def _produce(
-        self, request: ProxyRequest, plan: RoutingPlan, level: str, request_id: str
+        self, request: ProxyRequest, plan: RoutingPlan, level: str, request_id: str, prompt: Prompt
     ) -> Produced:
         """The first target in the plan that answers, retried as allowed; its answer's head and
         body. The body reports to the target's breaker, and releases its in-flight count, as it
@@ -128,8 +138,7 @@ class Pipeline:
             held.enter_context(self._in_flight(target, request))
             try:
                 opener = self._opener(request, target, request_id)
-                opened = await attempt(opener, self.breakers[target.name], self.policy.retry,
-                                       deadline)  # fmt: skip
+                opened = await self._attempt(opener, target, deadline, prompt)
             except TargetRefused as refused:
                 held.close()
                 failures.append(f"breaker open: {target.name} ({refused})")
@@ -154,6 +163,25 @@ class Pipeline:
             last_error.message = f"every target failed for model {request.model!r}: {why}"
             raise last_error
         raise NoBackend(f"no target could serve model {request.model!r} (privacy={level}): {why}")
+
+    async def _attempt(
+        self,
+        opener: Callable[[], Awaitable[Answer]],
+        target: Target,
+        deadline: float,
+        prompt: Prompt,
+    ) -> Opened:
+        """attempt(), with a local target's prompt prefix noted (and waited for, if another
+        request is prefilling it there right now)."""
+        breaker = self.breakers[target.name]
+        if target.kind != "local":
+            return await attempt(opener, breaker, self.policy.retry, deadline)
+        balancing = self.policy.balancing
+        led = await self.affinity.enter(target.name, prompt, balancing)
+        try:
+            return await attempt(opener, breaker, self.policy.retry, deadline)
+        finally:
+            self.affinity.leave(target.name, led)
 
     async def _consume(
         self, opened: Opened, target: Target, held: contextlib.ExitStack
@@ -211,4 +239,5 @@ class Pipeline:
             return await self.upstream.open(backend.name, url, body, headers, request.stream)
         except UpstreamUnavailable as error:
             self.backends[target.name].mark_down(error.message)
+            self.affinity.index.forget(target.name)  # a restarted engine holds no prefix
             raise

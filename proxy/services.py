@@ -61,7 +61,8 @@ class Services:
             if breaker.settings == policy.breaker
         }
         self.pipeline = Pipeline(policy, self.backends, self.upstream, old.cloud, old.rng,
-                                 old.answers, breakers, dict(old.saturated))  # fmt: skip
+                                 old.answers, old.affinity, breakers,
+                                 dict(old.saturated))  # fmt: skip
         self.policy = policy
 
     async def stop(self) -> None:

@@ -88,8 +88,9 @@ class SequenceResponse:
                 pieces += 1
             if seq.ended:
                 break
-            await self._body(send, buffer)
-            buffer = b""
+            if sent:  # vLLM sends the role chunk with the first token, not before prefill
+                await self._body(send, buffer)
+                buffer = b""
             await seq.progress.wait()
         self._watch.finish()
         await send({"type": "http.response.body", "body": buffer + self.format.last(seq)})

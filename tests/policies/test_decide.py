@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from policies.decide import RequestFacts, RoutingPlan, Target, decide
 from policies.load import BackendLoad, LoadSnapshot
-from policies.model import Backend, BackendKind, Policy
+from policies.model import Backend, BackendKind, Balancing, Policy
 
 
 def decide_for(model: str, snapshot: LoadSnapshot, rng: random.Random) -> RoutingPlan:
@@ -196,3 +196,167 @@ def test_public_models_are_sorted_and_unique() -> None:
     )
     assert snapshot.public_models() == ["llama", "qwen"]
     assert LoadSnapshot().public_models() == []
+
+
+# --- [balancing]: prefix affinity, least loaded, round robin ------------------------------------
+
+
+def balanced(
+    *backends: BackendLoad,
+    strategy: str = "prefix",
+    prefix: Mapping[str, int] | None = None,
+    turn: int = 0,
+    seed: int = 0,
+    **settings: float,
+) -> RoutingPlan:
+    """decide() for these backends under a [balancing] table, with the given prefix facts."""
+    declared = tuple(Backend(b.name, b.kind, f"http://{b.name}:1") for b in backends)
+    balancing = Balancing(strategy=strategy, **settings)  # type: ignore[arg-type]
+    facts = RequestFacts("m", prefix=prefix or {}, turn=turn)
+    policy = Policy(backends=declared, balancing=balancing)
+    return decide(facts, policy, LoadSnapshot(backends), random.Random(seed))
+
+
+def names(plan: RoutingPlan) -> list[str]:
+    return [target.name for target in plan.targets]
+
+
+def test_prefix_holder_goes_first_when_it_holds_enough() -> None:
+    plan = balanced(
+        load("idle"), load("holder", in_flight=2), load("busy", in_flight=3),
+        prefix={"holder": 256, "busy": 64},
+    )  # fmt: skip
+    assert names(plan) == ["holder", "idle", "busy"]
+    assert plan.reasons[0] == "prefix: holder holds 256 prompt tokens (2 outstanding)"
+
+
+def test_the_longest_prefix_wins_among_holders() -> None:
+    plan = balanced(
+        load("short", in_flight=1), load("long", in_flight=1), load("idle"),
+        prefix={"short": 300, "long": 900},
+    )  # fmt: skip
+    assert names(plan)[0] == "long"
+    assert plan.reasons[0] == "prefix: long holds 900 prompt tokens (1 outstanding)"
+
+
+def test_equal_prefixes_go_to_the_least_busy_holder() -> None:
+    plan = balanced(
+        load("a", in_flight=3), load("b", in_flight=1), load("idle"),
+        prefix={"a": 512, "b": 512},
+    )  # fmt: skip
+    assert names(plan) == ["b", "idle", "a"]
+    assert plan.reasons[0] == "prefix: b holds 512 prompt tokens (1 outstanding)"
+
+
+def test_a_holder_that_is_also_least_loaded_is_explained_by_its_prefix() -> None:
+    plan = balanced(load("holder"), load("other", in_flight=2), prefix={"holder": 400})
+    assert names(plan) == ["holder", "other"]
+    assert plan.reasons[0] == "prefix: holder holds 400 prompt tokens (0 outstanding)"
+
+
+def test_a_prefix_below_min_prefix_tokens_is_least_outstanding_order() -> None:
+    plan = balanced(
+        load("holder", in_flight=2), load("idle"), load("busy", in_flight=3),
+        prefix={"holder": 255},
+    )  # fmt: skip
+    assert names(plan) == ["idle", "holder", "busy"]
+    assert plan.reasons[0] == "least outstanding: idle (0 outstanding)"
+
+
+def test_min_prefix_tokens_is_the_policys() -> None:
+    backends = (load("holder", in_flight=2), load("idle"))
+    low = balanced(*backends, prefix={"holder": 100}, min_prefix_tokens=100)
+    high = balanced(*backends, prefix={"holder": 100}, min_prefix_tokens=101)
+    assert names(low)[0] == "holder"
+    assert names(high)[0] == "idle"
+
+
+def test_no_prefix_at_all_is_least_outstanding_order() -> None:
+    plan = balanced(load("b", in_flight=1), load("a"))
+    assert names(plan) == ["a", "b"]
+    assert plan.reasons[0] == "least outstanding: a (0 outstanding)"
+
+
+def test_a_much_busier_holder_loses_to_the_least_loaded() -> None:
+    """10 outstanding vs 2: more than balance_abs (4) beyond, and more than 1.5 times."""
+    plan = balanced(
+        load("holder", in_flight=10), load("quiet", in_flight=2), load("mid", in_flight=5),
+        prefix={"holder": 1024},
+    )  # fmt: skip
+    assert names(plan) == ["quiet", "mid", "holder"]
+    assert plan.reasons[0] == (
+        "prefix on holder (1024 tokens) but it is much busier (10 vs 2 outstanding): "
+        "least outstanding: quiet (2 outstanding)"
+    )
+
+
+def test_engine_queue_counts_toward_much_busier() -> None:
+    plan = balanced(load("holder", in_flight=1, waiting=8), load("idle"), prefix={"holder": 512})
+    assert names(plan) == ["idle", "holder"]
+    assert plan.reasons[0].startswith("prefix on holder (512 tokens) but it is much busier (9 vs 0")
+
+
+def test_only_the_absolute_threshold_exceeded_keeps_the_holder_first() -> None:
+    """20 vs 15 outstanding: 5 more (> 4) but only 1.33 times as many (not > 1.5)."""
+    plan = balanced(load("holder", in_flight=20), load("other", in_flight=15),
+                    prefix={"holder": 512})  # fmt: skip
+    assert names(plan) == ["holder", "other"]
+    assert plan.reasons[0] == "prefix: holder holds 512 prompt tokens (20 outstanding)"
+
+
+def test_only_the_relative_threshold_exceeded_keeps_the_holder_first() -> None:
+    """4 vs 1 outstanding: four times as many (> 1.5) but only 3 more (not > 4)."""
+    plan = balanced(load("holder", in_flight=4), load("other", in_flight=1),
+                    prefix={"holder": 512})  # fmt: skip
+    assert names(plan) == ["holder", "other"]
+    assert plan.reasons[0] == "prefix: holder holds 512 prompt tokens (4 outstanding)"
+
+
+def test_exactly_at_both_thresholds_keeps_the_holder_first() -> None:
+    """Both thresholds are strict: 12 vs 8 is 4 more and exactly 1.5 times as many."""
+    plan = balanced(load("holder", in_flight=12), load("other", in_flight=8),
+                    prefix={"holder": 512})  # fmt: skip
+    assert names(plan)[0] == "holder"
+
+
+def test_balance_thresholds_are_the_policys() -> None:
+    backends = (load("holder", in_flight=3), load("other", in_flight=1))
+    strict = balanced(*backends, prefix={"holder": 512}, balance_abs=1, balance_rel=2)
+    lax = balanced(*backends, prefix={"holder": 512}, balance_abs=1, balance_rel=3)
+    assert names(strict)[0] == "other"
+    assert names(lax)[0] == "holder"
+
+
+def test_least_loaded_ignores_the_prefix() -> None:
+    plan = balanced(
+        load("holder", in_flight=2), load("idle"), strategy="least_loaded",
+        prefix={"holder": 4096},
+    )  # fmt: skip
+    assert names(plan) == ["idle", "holder"]
+    assert plan.reasons[0] == "least outstanding: idle (0 outstanding)"
+
+
+def test_round_robin_rotates_with_the_turn_over_backends_by_name() -> None:
+    backends = (load("c", in_flight=9), load("a"), load("b", in_flight=1))
+    orders = [names(balanced(*backends, strategy="round_robin", turn=t)) for t in range(4)]
+    assert orders == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
+
+
+def test_round_robin_ignores_load_and_prefix() -> None:
+    plan = balanced(
+        load("a", in_flight=50), load("b"), strategy="round_robin", turn=0,
+        prefix={"b": 4096},
+    )  # fmt: skip
+    assert names(plan) == ["a", "b"]
+    assert plan.reasons[0] == "round robin: a"
+
+
+def test_round_robin_reason_names_the_turns_backend() -> None:
+    plan = balanced(load("a"), load("b"), load("c"), strategy="round_robin", turn=7)
+    assert plan.reasons[0] == "round robin: b"
+
+
+def test_round_robin_skips_unusable_backends() -> None:
+    backends = (load("a"), load("b", healthy=False), load("c"))
+    orders = [names(balanced(*backends, strategy="round_robin", turn=t)) for t in range(2)]
+    assert orders == [["a", "c"], ["c", "a"]]

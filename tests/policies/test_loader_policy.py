@@ -10,6 +10,7 @@ import pytest
 from policies.loader import PolicyError, Problem, parse_policy
 from policies.model import (
     Backend,
+    Balancing,
     BreakerSettings,
     CacheRule,
     CacheSettings,
@@ -697,4 +698,151 @@ def test_cache_problems_are_all_reported_at_once() -> None:
         ("cache.threshold", 7),
         ("privacy.levels[0].cache", 19),
         ("routes[0].cache.ttl_s", 15),
+    ]
+
+
+# --- [balancing]: how a request picks among the replicas of its model -----------------------------
+
+BALANCING = """\
+[[backends]]
+name = "a"
+kind = "vllm"
+url = "http://h:1"
+
+[balancing]
+strategy = "least_loaded"
+min_prefix_tokens = 512
+balance_abs = 8
+balance_rel = 2
+block_tokens = 16
+index_blocks = 1000
+warm_wait_s = 0
+"""
+
+
+def test_balancing_defaults_without_a_balancing_section() -> None:
+    balancing = parse_policy(BACKEND).balancing
+    assert balancing == Balancing()
+    assert balancing == Balancing(
+        strategy="prefix",
+        min_prefix_tokens=256,
+        balance_abs=4,
+        balance_rel=1.5,
+        block_tokens=32,
+        index_blocks=200_000,
+        warm_wait_s=2.0,
+    )
+    assert balancing.block_chars == 128
+    assert parse_policy(BACKEND + "\n[balancing]\n").balancing == Balancing()
+
+
+def test_balancing_section_parses_every_key() -> None:
+    balancing = parse_policy(BALANCING).balancing
+    assert balancing == Balancing("least_loaded", 512, 8, 2.0, 16, 1000, 0.0)
+    assert balancing.block_chars == 64
+    assert type(balancing.balance_rel) is float
+    assert type(balancing.warm_wait_s) is float
+    assert type(balancing.block_tokens) is int
+
+
+@pytest.mark.parametrize("strategy", ["prefix", "least_loaded", "round_robin"])
+def test_every_strategy_parses(strategy: str) -> None:
+    text = BACKEND + f'\n[balancing]\nstrategy = "{strategy}"\n'
+    assert parse_policy(text).balancing.strategy == strategy
+
+
+def test_a_balancing_key_left_out_keeps_its_default() -> None:
+    text = BACKEND + "\n[balancing]\nwarm_wait_s = 0.5\n"
+    assert parse_policy(text).balancing == Balancing(warm_wait_s=0.5)
+
+
+def test_balancing_is_frozen() -> None:
+    with pytest.raises(FrozenInstanceError):
+        parse_policy(BALANCING).balancing.strategy = "prefix"  # type: ignore[misc]
+
+
+# (text, key path, line, message fragment); every text has exactly one problem.
+INVALID_BALANCING = [
+    invalid(
+        "unknown strategy",
+        BACKEND + '\n[balancing]\nstrategy = "random"\n',
+        "balancing.strategy", 7,
+        "must be one of prefix, least_loaded, round_robin, got 'random'",
+    ),
+    invalid(
+        "balance_rel below 1",
+        BACKEND + "\n[balancing]\nbalance_rel = 0.5\n",
+        "balancing.balance_rel", 7, "must be >= 1, got 0.5",
+    ),
+    invalid(
+        "zero block_tokens",
+        BACKEND + "\n[balancing]\nblock_tokens = 0\n",
+        "balancing.block_tokens", 7, "must be greater than 0, got 0",
+    ),
+    invalid(
+        "unknown key in balancing",
+        BACKEND + '\n[balancing]\nstrategy = "prefix"\nwarm_wait = 1\n',
+        "balancing.warm_wait", 8,
+        "unknown key (expected one of strategy, min_prefix_tokens, balance_abs, balance_rel, "
+        "block_tokens, index_blocks, warm_wait_s)",
+    ),
+    invalid(
+        "zero min_prefix_tokens",
+        BACKEND + "\n[balancing]\nmin_prefix_tokens = 0\n",
+        "balancing.min_prefix_tokens", 7, "must be greater than 0, got 0",
+    ),
+    invalid(
+        "negative balance_abs",
+        BACKEND + "\n[balancing]\nbalance_abs = -1\n",
+        "balancing.balance_abs", 7, "must not be negative, got -1",
+    ),
+    invalid(
+        "zero index_blocks",
+        BACKEND + "\n[balancing]\nindex_blocks = 0\n",
+        "balancing.index_blocks", 7, "must be greater than 0, got 0",
+    ),
+    invalid(
+        "negative warm_wait_s",
+        BACKEND + "\n[balancing]\nwarm_wait_s = -1\n",
+        "balancing.warm_wait_s", 7, "must not be negative, got -1",
+    ),
+    invalid(
+        "fractional block_tokens",
+        BACKEND + "\n[balancing]\nblock_tokens = 1.5\n",
+        "balancing.block_tokens", 7, "expected an integer, got 1.5",
+    ),
+    invalid(
+        "strategy as a number",
+        BACKEND + "\n[balancing]\nstrategy = 1\n",
+        "balancing.strategy", 7, "expected a strategy name, got 1",
+    ),
+    invalid(
+        "balancing as a plain value",
+        "balancing = 3\n" + BACKEND,
+        "balancing", 1, "must be a table",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "key", "line", "fragment"), INVALID_BALANCING)
+def test_invalid_balancing_reports_key_line_and_message(
+    text: str, key: str, line: int | None, fragment: str
+) -> None:
+    [problem] = problems_of(text)
+    assert (problem.key, problem.line) == (key, line)
+    assert fragment in problem.message
+
+
+def test_balancing_problems_are_all_reported_at_once() -> None:
+    text = (
+        BACKEND  # 1-4
+        + '\n[balancing]\nstrategy = "random"\nbalance_rel = 0.5\nblock_tokens = 0\n'  # 5-9
+        + "speed = 1\n"  # 10
+    )
+    found = sorted((p.key, p.line) for p in problems_of(text))
+    assert found == [
+        ("balancing.balance_rel", 8),
+        ("balancing.block_tokens", 9),
+        ("balancing.speed", 10),
+        ("balancing.strategy", 7),
     ]

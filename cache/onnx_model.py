@@ -1,0 +1,215 @@
+"""The ONNX int8 model the embedder serves with: exported once from the same weights, checked
+against torch, quantised, and kept under $OVERSPILL_HOME/models.
+
+The export imports torch and transformers, so it runs in a child process
+(`python -m cache.onnx_model export DIR`): even the first start of a server leaves torch out of
+it. It writes into a staging directory renamed into place, the manifest last, so a reader sees a
+whole model or none, and a crashed export leaves only a staging directory behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from cache.embedder import (
+    MODEL_FILE,
+    TOKENIZER_FILE,
+    EmbedderError,
+    Encoder,
+    Vectors,
+    load_tokenizer,
+    log,
+    mean_pooled,
+    normalised,
+    one_torch_thread,
+    onnx_encoder,
+    source_model,
+)
+
+_OPSET = 17
+# What the cached model was made by: a change here (or in the source weights) rebuilds it.
+_RECIPE = {
+    "format": 1,
+    "model": "sentence-transformers/all-MiniLM-L6-v2",
+    "opset": _OPSET,
+    # Per-tensor int8 scored cosine 0.87-0.98 against torch; per-channel MatMul weights 0.98+.
+    "quantisation": "dynamic int8, per-channel, MatMul weights only",
+}
+_MANIFEST_FILE = "manifest.json"
+
+
+_EXPORT_TIMEOUT_S = 600  # ~8 s on 2 cores
+
+
+# --- the ONNX cache directory ---------------------------------------------------------------
+
+
+def _manifest() -> dict[str, Any]:
+    weights = source_model() / "model.safetensors"
+    return {**_RECIPE, "source_bytes": weights.stat().st_size}
+
+
+def complete(folder: Path) -> bool:
+    try:
+        written = json.loads((folder / _MANIFEST_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    expected = _manifest()
+    same = all(written.get(key) == value for key, value in expected.items())
+    return same and (folder / MODEL_FILE).is_file() and (folder / TOKENIZER_FILE).is_file()
+
+
+def rebuild(folder: Path) -> None:
+    """Export into a staging directory beside `folder`, then rename it into place: a reader sees
+    a whole model or none, and a crash leaves only a staging directory behind."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    _sweep(folder)
+    _discard(folder)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.staging-", dir=folder.parent))
+    try:
+        _export_in_child(staging)
+        try:
+            staging.rename(folder)
+        except OSError:
+            if not complete(folder):  # not a concurrent exporter winning the race: a real error
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _sweep(folder: Path) -> None:
+    """Remove what crashed exports left (60-150 MB each); a live export is younger than this."""
+    for leftover in folder.parent.glob(f".{folder.name}.*"):
+        with contextlib.suppress(OSError):
+            if time.time() - leftover.stat().st_mtime > 2 * _EXPORT_TIMEOUT_S:
+                shutil.rmtree(leftover)
+
+
+def _discard(folder: Path) -> None:
+    aside = Path(tempfile.mkdtemp(prefix=f".{folder.name}.discarded-", dir=folder.parent))
+    try:
+        folder.rename(aside / folder.name)
+    except FileNotFoundError:
+        pass
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def _export_in_child(staging: Path) -> None:
+    log.warning("embedder: exporting all-MiniLM-L6-v2 to ONNX int8 in %s (once)", staging.parent)
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "cache.onnx_model", "export", str(staging)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False,
+                              timeout=_EXPORT_TIMEOUT_S)  # fmt: skip
+    except subprocess.TimeoutExpired as exc:
+        raise EmbedderError(f"ONNX export took over {_EXPORT_TIMEOUT_S} s; gave up") from exc
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise EmbedderError(f"ONNX export failed (exit {done.returncode}):\n{tail}")
+
+
+# --- the export itself (in the child process) -----------------------------------------------
+
+
+def export(staging: Path) -> None:
+    """Trace the transformer to ONNX, check it against torch, quantise it, add the tokenizer; the
+    manifest goes last, so a directory without one was never finished."""
+    import torch
+
+    one_torch_thread(torch)
+    fp32, tokenizer = staging / "model-fp32.onnx", staging / TOKENIZER_FILE
+    shutil.copyfile(source_model() / TOKENIZER_FILE, tokenizer)
+    expected = _export_fp32(torch, fp32)
+    # fp32 must reproduce torch (a broken trace shows here); int8 must come close.
+    _check(onnx_encoder(fp32, tokenizer), expected, floor=0.9999)
+    _quantise(fp32, staging / MODEL_FILE)
+    fp32.unlink()
+    _check(onnx_encoder(staging / MODEL_FILE, tokenizer), expected, floor=0.95)
+    (staging / _MANIFEST_FILE).write_text(json.dumps(_manifest(), indent=2) + "\n")
+
+
+_PROBE = ["What is the capital of France?", "hi", "Explain how a hash map works, with an example."]
+
+
+def _export_fp32(torch: Any, target: Path) -> Vectors:
+    """Export, and return torch's embeddings of _PROBE that the result must reproduce."""
+    from transformers import AutoModel
+
+    # Eager attention: the SDPA path decides at trace time whether the mask matters, and a
+    # padding-free trace input would bake "no mask" into the graph.
+    model = AutoModel.from_pretrained(str(source_model()), attn_implementation="eager").eval()
+
+    class LastHidden(torch.nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = model  # a submodule, so its weights are exported as initializers
+
+        def forward(self, ids: Any, mask: Any, types: Any) -> Any:
+            return self.bert(input_ids=ids, attention_mask=mask, token_type_ids=types)[0]
+
+    names = ["input_ids", "attention_mask", "token_type_ids", "last_hidden_state"]
+    ids, mask, types = (torch.from_numpy(a) for a in _features(_PROBE))
+    wrapper = LastHidden().eval()
+    with torch.no_grad():
+        hidden = wrapper(ids, mask, types).numpy()
+        torch.onnx.export(wrapper, (ids, mask, types), str(target), dynamo=False,
+                          input_names=names[:3], output_names=names[3:], opset_version=_OPSET,
+                          dynamic_axes={n: {0: "batch", 1: "tokens"} for n in names})  # fmt: skip
+    return normalised(mean_pooled(hidden, mask.numpy()))
+
+
+def _features(texts: Sequence[str]) -> tuple[npt.NDArray[np.int64], ...]:
+    tokenizer = load_tokenizer(source_model() / TOKENIZER_FILE)
+    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # the trace must see a real mask
+    encodings = tokenizer.encode_batch(list(texts))
+    return tuple(np.array([getattr(e, field) for e in encodings], dtype=np.int64)
+                 for field in ("ids", "attention_mask", "type_ids"))  # fmt: skip
+
+
+def _quantise(source: Path, target: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic  # type: ignore[import-untyped]
+
+    quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True,
+                     op_types_to_quantize=["MatMul"],
+                     extra_options={"MatMulConstBOnly": True})  # fmt: skip
+
+
+def _check(encoder: Encoder, expected: Vectors, floor: float) -> None:
+    cosines = (encoder.encode(_PROBE) * expected).sum(axis=1)
+    if float(cosines.min()) < floor:
+        raise EmbedderError(f"exported model disagrees with torch: cosines {cosines.round(5)}")
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) != 2 or argv[0] != "export":
+        print("usage: python -m cache.onnx_model export DIRECTORY", file=sys.stderr)
+        return 2
+    try:
+        export(Path(argv[1]))
+    except Exception as exc:
+        traceback.print_exc()
+        # torch's errors can end in a printed tensor: the parent shows the tail, make it say why
+        print(f"export failed: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
