@@ -179,7 +179,7 @@ BALANCING = {
     "balance_rel": Spec(NUMBER, "a number", 1.5, lambda v: None if v >= 1 else "must be >= 1"),
     "block_tokens": Spec(int, "an integer", 32, _positive),
     "index_blocks": Spec(int, "an integer", 200_000, _positive),
-    "warm_wait_s": Spec(NUMBER, SECONDS, 2.0, _non_negative),
+    "warm_wait_s": Spec(NUMBER, SECONDS, 0.0, _non_negative),
 }
 TOP_LEVEL = ("server", "timeouts", "backends", "clouds", "routes", "privacy", "tenants",
              "breaker", "retry", "cache", "balancing")  # fmt: skip

@@ -127,8 +127,10 @@ class Balancing:
     block_tokens: int = 32  # the prefix index's block (about 4 characters a token)
     index_blocks: int = 200_000  # the prefix index's bound (least recently used forgotten)
     # Prefix coalescing: a request whose prefix is being prefilled on its replica by another
-    # request waits for that one's first token, at most this long (0: never waits).
-    warm_wait_s: float = 2.0
+    # (streamed) request waits for that one's first token, at most this long. Off by default:
+    # vLLM V1 keys a block as soon as it is scheduled, so a burst reaching one replica already
+    # prefills a shared prefix once (measured, bench/prefix.py); for engines that do not.
+    warm_wait_s: float = 0.0
 
     @property
     def block_chars(self) -> int:

@@ -40,10 +40,13 @@ class Affinity:
         held = {name: blocks * balancing.block_tokens for name, blocks in matched.items()}
         return Prompt(hashes, held, matched)
 
-    async def enter(self, backend: str, prompt: Prompt, balancing: Balancing) -> list[bytes]:
+    async def enter(
+        self, backend: str, prompt: Prompt, balancing: Balancing, can_lead: bool = True
+    ) -> list[bytes]:
         """Before sending to `backend`: wait (bounded) if the prefix it holds for this prompt
         is still being prefilled there by another request; then record the prompt's blocks
-        against it. Returns the blocks this request leads the prefill of."""
+        against it. Returns the blocks this request leads the prefill of. Only a stream can
+        lead: the proxy sees its first token, while a whole answer arrives at its end."""
         if not prompt.hashes:
             return []
         # matched again now, not at planning: a request that leads this prefix may have
@@ -56,7 +59,7 @@ class Affinity:
         self.index.record(prompt.hashes, backend)
         shared = matched * balancing.block_tokens >= balancing.min_prefix_tokens
         long_enough = len(prompt.hashes) * balancing.block_tokens >= balancing.min_prefix_tokens
-        if balancing.warm_wait_s > 0 and long_enough and not shared:
+        if can_lead and balancing.warm_wait_s > 0 and long_enough and not shared:
             return self.warming.lead(backend, prompt.hashes, matched)
         return []
 

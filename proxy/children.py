@@ -18,7 +18,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-_URL = re.compile(r"(http://127\.0\.0\.1:\d+)")
+# "listening on URL" / "ready on URL": the line that says the server accepts connections (a child
+# engine may log its URL earlier, before it does).
+_URL = re.compile(r"(?:listening|ready) on (http://127\.0\.0\.1:\d+)")
 _PR_SET_PDEATHSIG = 1
 
 

@@ -138,7 +138,7 @@ class Pipeline:
             held.enter_context(self._in_flight(target, request))
             try:
                 opener = self._opener(request, target, request_id)
-                opened = await self._attempt(opener, target, deadline, prompt)
+                opened = await self._attempt(opener, target, deadline, prompt, request.stream)
             except TargetRefused as refused:
                 held.close()
                 failures.append(f"breaker open: {target.name} ({refused})")
@@ -170,6 +170,7 @@ class Pipeline:
         target: Target,
         deadline: float,
         prompt: Prompt,
+        stream: bool,
     ) -> Opened:
         """attempt(), with a local target's prompt prefix noted (and waited for, if another
         request is prefilling it there right now)."""
@@ -177,7 +178,7 @@ class Pipeline:
         if target.kind != "local":
             return await attempt(opener, breaker, self.policy.retry, deadline)
         balancing = self.policy.balancing
-        led = await self.affinity.enter(target.name, prompt, balancing)
+        led = await self.affinity.enter(target.name, prompt, balancing, can_lead=stream)
         try:
             return await attempt(opener, breaker, self.policy.retry, deadline)
         finally:

@@ -174,6 +174,7 @@ class Engine:
                 continue
             work.append((seq, tokens))
             budget -= tokens
+            self._commit_full_blocks(seq, seq.computed + tokens)
         # A sequence scheduled early in the loop may have been preempted to make room later.
         kept = [(seq, tokens) for seq, tokens in work if seq.state == "running"]
         return kept, budget + sum(n for seq, n in work if seq.state != "running")
@@ -187,6 +188,9 @@ class Engine:
             tokens = min(seq.context_len - seq.computed, budget)
             work.append((seq, tokens))
             budget -= tokens
+            # vLLM V1 caches a block as soon as it is scheduled, so a newcomer later in this
+            # same step already finds it: a burst sharing a prefix computes it once.
+            self._commit_full_blocks(seq, seq.computed + tokens)
         return work
 
     def _admit(self, seq: Sequence) -> bool:
@@ -239,9 +243,10 @@ class Engine:
 
     # -- completing --------------------------------------------------------------------------
 
-    def _commit_full_blocks(self, seq: Sequence) -> None:
+    def _commit_full_blocks(self, seq: Sequence, upto: int | None = None) -> None:
+        """Key the sequence's full blocks (up to `upto` tokens, by default those computed)."""
         block_size = self.profile.block_size
-        full = seq.computed // block_size
+        full = min(seq.computed if upto is None else upto, seq.context_len) // block_size
         if full <= seq.committed:
             return
         if len(seq.hashes) < full:

@@ -730,7 +730,7 @@ def test_balancing_defaults_without_a_balancing_section() -> None:
         balance_rel=1.5,
         block_tokens=32,
         index_blocks=200_000,
-        warm_wait_s=2.0,
+        warm_wait_s=0.0,
     )
     assert balancing.block_chars == 128
     assert parse_policy(BACKEND + "\n[balancing]\n").balancing == Balancing()

@@ -12,7 +12,7 @@ from proxy.affinity import Affinity, Prompt
 from proxy.schema import Endpoint, ProxyRequest
 
 # 8 tokens (32 characters) a block; a prefix is worth following from 8 blocks on.
-BALANCING = Balancing(block_tokens=8, min_prefix_tokens=64)
+BALANCING = Balancing(block_tokens=8, min_prefix_tokens=64, warm_wait_s=2.0)
 SYSTEM = "You are the travel desk of a large company. Answer in one sentence. " * 8  # 544 chars
 
 
