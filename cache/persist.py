@@ -12,6 +12,7 @@ import base64
 import contextlib
 import logging
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -26,9 +27,10 @@ FORMAT = b"overspill-cache 1"
 
 def save(entries: list[Entry], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "wb") as out:
-        os.chmod(temporary, 0o600)  # answers may hold what users asked: for this user only
+    # a name of its own: a save still running in its thread never shares a file with the next
+    descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    temporary = Path(name)
+    with os.fdopen(descriptor, "wb") as out:  # mkstemp: mode 0600, answers are users' words
         out.write(FORMAT + b"\n")
         for entry in entries:
             out.write(orjson.dumps(_record(entry)) + b"\n")

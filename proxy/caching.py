@@ -106,6 +106,7 @@ class Answers:
     cache: AnswerCache = field(init=False)
     coalescer: Coalescer[Head] = field(default_factory=Coalescer)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    _saving: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
         self.cache = AnswerCache(self.embedder)
@@ -205,8 +206,10 @@ class Answers:
                 await self.save(path)
 
     async def save(self, path: Path) -> None:
+        """One save at a time: a cancelled caller does not stop the thread writing the file."""
         try:
-            await asyncio.to_thread(persist.save, self.cache.entries(), path)
+            async with self._saving:
+                await asyncio.to_thread(persist.save, self.cache.entries(), path)
         except Exception as error:  # a full disk (or a bug) must not take the proxy down
             log.warning("cache: cannot save to %s: %s", path, error)
 

@@ -68,6 +68,7 @@ class Services:
     async def stop(self) -> None:
         if self.saver is not None:
             self.saver.cancel()
+            await asyncio.gather(self.saver, return_exceptions=True)
         answers = self.pipeline.answers
         await answers.settle()
         if self.cache_path is not None:
