@@ -135,8 +135,7 @@ class Answers:
 
     def serve_hit(self, hit: Hit, request: ProxyRequest) -> Produced:
         completion = fresh(hit.answer)
-        status = f"hit-{hit.kind}".encode()
-        headers = [(b"x-overspill-cache", status)]
+        headers = []
         if hit.kind == "semantic" and hit.similarity is not None:
             headers.append((b"x-overspill-cache-similarity", f"{hit.similarity:.4f}".encode()))
         if request.stream:

@@ -111,6 +111,7 @@ class Pipeline:
                                        headers.get("cache-control", ""))  # fmt: skip
         found = await self.answers.lookup(caching)
         if isinstance(found, Hit):
+            reply.note_cache(f"hit-{found.kind}", "")
             await reply.deliver(*self.answers.serve_hit(found, request))
             return
         reply.note_cache(caching.plan.status, caching.plan.why)
@@ -134,28 +135,23 @@ class Pipeline:
         for target in plan.targets:
             if target.kind == "cloud" and not self._cloud_allowed(level, target.name):
                 continue  # decide() never plans this; checked again because it must never happen
-            held = contextlib.ExitStack()
-            held.enter_context(self._in_flight(target, request))
-            try:
-                opener = self._opener(request, target, request_id)
-                opened = await self._attempt(opener, target, deadline, prompt, request.stream)
-            except TargetRefused as refused:
-                held.close()
-                failures.append(f"breaker open: {target.name} ({refused})")
-                continue
-            except UpstreamError as error:
-                held.close()
-                if not error.retryable:
-                    raise  # the target says the request itself is wrong: no other one helps
-                failures.append(error.message)
-                last_error = error
-                continue
-            except BaseException:
-                held.close()
-                raise
-            answer = opened.answer
-            head = Head(target.route, answer.status, answer.headers(), answer.stream)
-            return head, self._consume(opened, target, held)
+            with contextlib.ExitStack() as held:  # released here unless the answer takes it
+                held.enter_context(self._in_flight(target, request))
+                try:
+                    opener = self._opener(request, target, request_id)
+                    opened = await self._attempt(opener, target, deadline, prompt, request.stream)
+                except TargetRefused as refused:
+                    failures.append(f"breaker open: {target.name} ({refused})")
+                    continue
+                except UpstreamError as error:
+                    if not error.retryable:
+                        raise  # the target says the request itself is wrong: no other one helps
+                    failures.append(error.message)
+                    last_error = error
+                    continue
+                answer = opened.answer
+                head = Head(target.route, answer.status, answer.headers(), answer.stream)
+                return head, self._consume(opened, target, held.pop_all())
         why = "; ".join(failures or [plan.why_none])
         if last_error is not None:
             # Every target was tried and failed: the last failure's status tells the client most

@@ -52,9 +52,6 @@ class Reply:
     async def deliver(self, head: Head, chunks: AsyncIterator[bytes]) -> None:
         """Send an answer: a stream chunk by chunk as it comes, a whole body at once."""
         self.state["route"] = head.route
-        if head.route == "cache":
-            self.state["cache"] = next(v.decode() for k, v in head.headers
-                                       if k == b"x-overspill-cache")  # fmt: skip
         headers = [*head.headers, *self._decision_headers(head.route)]
         if head.stream:
             await self._start(head.status, headers)
