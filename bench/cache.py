@@ -1,4 +1,5 @@
-"""What does the semantic cache cost? For each encoder (onnx int8, torch reference):
+"""What does the semantic cache cost? For each encoder (onnx int8; onnx-fp32, the referee of
+borderline similarities; torch, the reference):
 
 - load:        import + model load time and RSS growth, in a fresh process (the ONNX export is
                made beforehand, once, and reported apart);
@@ -35,12 +36,17 @@ from typing import cast
 from bench import cache_e2e
 from bench.report import plot_path, table
 from cache.embedder import ONNX_DIR, Embedder, Encoder, EncoderKind, load_encoder
+from cache.store import REFEREE_MARGIN
 from proxy.home import overspill_home
 
 ROOT = Path(__file__).resolve().parent.parent
-KINDS = ("onnx", "torch")
+KINDS = ("onnx", "onnx-fp32", "torch")
 # What each encoder imports, timed apart from loading the model.
-IMPORTS = {"onnx": ("onnxruntime", "tokenizers"), "torch": ("torch", "sentence_transformers")}
+IMPORTS = {"onnx": ("onnxruntime", "tokenizers"), "onnx-fp32": ("onnxruntime", "tokenizers"),
+           "torch": ("torch", "sentence_transformers")}  # fmt: skip
+# The referee embeds only lookups whose int8 similarity lies within cache.store.REFEREE_MARGIN
+# of the threshold: its cost is added to those, and it is not held to the targets.
+REFEREE = "onnx-fp32"
 TARGET_P50_MS = 10.0
 TARGET_RPS = 300.0
 _WORDS = ("how do I cache a python request in the proxy with low latency when the model server "
@@ -187,12 +193,15 @@ def report(runs: list[EncoderRun], export_s: float | None) -> str:
     for run in runs:
         t = run.throughput
         met = run.latency.p50_ms <= TARGET_P50_MS and t.rps >= TARGET_RPS
+        verdict = "referee" if run.kind == REFEREE else "met" if met else "missed"
         rows.append([run.kind, round(run.load.import_s, 2), round(run.load.load_s, 2),
                      round(run.load.rss_mb), round(run.latency.p50_ms, 2),
                      round(run.latency.p99_ms, 2), round(t.rps), round(t.lookups / t.batches, 1),
-                     "met" if met else "missed"])  # fmt: skip
+                     verdict])  # fmt: skip
     export = f"{export_s:.1f} s (this run)" if export_s is not None else "cached (not measured)"
     notes = [f"ONNX export: {export}",
+             f"{REFEREE} settles only the similarities int8 puts within ±{REFEREE_MARGIN} of the "
+             "threshold: such a lookup costs both",
              f"targets: p50 <= {TARGET_P50_MS:.0f} ms at c=1, >= {TARGET_RPS:.0f} lookups/s "
              "at c=64 (2 cores)"]  # fmt: skip
     return "\n".join([table(headers, rows), "", *notes])
@@ -264,7 +273,7 @@ def proxy_report(figures: cache_e2e.ProxyFigures) -> str:
     ]
     lines = [table(["request (c=1)", "p50 ms", "p99 ms"], rows), "",
              f"semantic hits served at c=64: {figures.semantic_hits_per_s:.0f}/s "
-             f"({figures.hit_share:.0%} of lookups hit)",
+             f"({figures.hit_share:.0%} of lookups hit, {figures.refereed_share:.0%} refereed)",
              f"target: the lookup adds <= {TARGET_P50_MS:.0f} ms p50 to a miss: "
              + ("met" if on - off <= TARGET_P50_MS else "missed")]  # fmt: skip
     return "\n".join(lines)

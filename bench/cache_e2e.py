@@ -36,6 +36,7 @@ class ProxyFigures:
     semantic_hit_p50_ms: float
     semantic_hits_per_s: float  # at concurrency 64
     hit_share: float  # of those c=64 lookups, the share that were semantic hits
+    refereed_share: float  # ... and the share the reference model had to settle
 
 
 def question(i: int) -> str:
@@ -71,11 +72,17 @@ def pct(values: list[float], q: float) -> float:
     return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+async def cache_status(session: aiohttp.ClientSession, url: str) -> dict[str, int]:
+    async with session.get(url + "/admin/status") as response:
+        cache: dict[str, int] = (await response.json())["cache"]
+        return cache
+
+
 async def wait_searchable(session: aiohttp.ClientSession, url: str, count: int) -> None:
     for _ in range(3000):
-        async with session.get(url + "/admin/status") as response:
-            if (await response.json())["cache"]["searchable"] >= count:
-                return
+        cache = await cache_status(session, url)
+        if cache["searchable"] >= count and cache["referee_ready"] is not False:
+            return
         await asyncio.sleep(0.01)
     raise RuntimeError("the semantic layer did not fill")
 
@@ -96,7 +103,7 @@ async def misses(urls: dict[str, str], count: int) -> dict[str, list[float]]:
 
 async def hits(
     url: str, count: int, seconds: float
-) -> tuple[list[float], list[float], float, float]:
+) -> tuple[list[float], list[float], float, float, float]:
     exact, semantic = [], []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         await wait_searchable(session, url, count)
@@ -119,10 +126,12 @@ async def hits(
                 total += 1
                 served += status == "hit-semantic"
 
+        refereed = (await cache_status(session, url))["refereed"]
         start = time.perf_counter()
         await asyncio.gather(*(client() for _ in range(64)))
         rate = served / (time.perf_counter() - start)
-    return exact, semantic, rate, served / max(total, 1)
+        refereed = (await cache_status(session, url))["refereed"] - refereed
+    return exact, semantic, rate, served / max(total, 1), refereed / max(total, 1)
 
 
 def measure(count: int = 300, seconds: float = 10.0) -> ProxyFigures:
@@ -130,7 +139,7 @@ def measure(count: int = 300, seconds: float = 10.0) -> ProxyFigures:
             proxy(engine.url, True) as on, proxy(engine.url, False) as off:  # fmt: skip
         urls = {"semantic on": on.url, "semantic off": off.url}
         missed = asyncio.run(misses(urls, count))
-        exact, semantic, rate, share = asyncio.run(hits(on.url, count, seconds))
+        exact, semantic, rate, share, refereed = asyncio.run(hits(on.url, count, seconds))
     return ProxyFigures(
         {name: pct(values, 0.5) for name, values in missed.items()},
         {name: pct(values, 0.99) for name, values in missed.items()},
@@ -138,4 +147,5 @@ def measure(count: int = 300, seconds: float = 10.0) -> ProxyFigures:
         pct(semantic, 0.5) if semantic else float("nan"),
         rate,
         share,
+        refereed,
     )

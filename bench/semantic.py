@@ -11,7 +11,7 @@ catch rate on them is the honest estimate of how it does on questions it has not
 that way: after tuning the guard on a blind pair, drop its "split" and write new blind ones.
 
 For every threshold from 0.70 to 0.98 and both encoders ("torch", the sentence-transformers
-reference, and "onnx", the int8 serving path, both from cache.embedder.load_encoder):
+reference, and "onnx", the int8 fast path, both from cache.embedder.load_encoder):
 
 - precision: paraphrases among the hits (1.0 when nothing is hit);
 - wrong-hit rate: near-misses that would be served / all near-misses;
@@ -21,6 +21,11 @@ The recommended default is the lowest threshold at which, with the guard, the wr
 stays under 1% for both encoders, there and at every higher threshold (the highest recall that
 keeps the budget). Prints the tables, the per-domain scores at that threshold, whether both
 encoders make the same decisions there, and the guard's cost; saves bench/results/semantic.png.
+
+Then what the cache serves: int8 similarities, except those within cache.store.REFEREE_MARGIN
+of the threshold, which the fp32 export ("onnx-fp32", torch's numbers) settles. It must make
+every decision torch makes; the run prints how far int8 strayed from fp32 (it must stay inside
+the margin) and how many pairs needed the referee.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import numpy.typing as npt
 from bench.report import RESULTS, plot_path, table
 from cache.embedder import Encoder, EncoderKind, load_encoder
 from cache.guard import DEFAULT_THRESHOLD, compare, conflict, features
+from cache.store import REFEREE_MARGIN, settled
 
 DATA = Path(__file__).resolve().parent / "data" / "semantic_pairs.jsonl"
 THRESHOLDS = tuple(round(0.70 + 0.01 * step, 2) for step in range(29))  # 0.70 ... 0.98
@@ -166,6 +172,16 @@ def disagreements(
     return [i for i, (x, y) in enumerate(zip(one, other, strict=True)) if x != y]
 
 
+def served_similarities(
+    fast: Similarities, reference: Similarities, threshold: float, margin: float
+) -> Similarities:
+    """What the cache compares with the threshold: the fast similarity when it is clear, the
+    reference's when it is within `margin` of the threshold (cache.store's rule)."""
+    borderline = [settled(float(sim), threshold, margin) is None for sim in fast]
+    served: Similarities = np.where(borderline, reference, fast).astype(np.float32)
+    return served
+
+
 # --- the run ----------------------------------------------------------------------------------
 
 
@@ -187,6 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     threshold = chosen if chosen is not None else THRESHOLDS[-1]
     _report_threshold(pairs, sims, threshold)
+    _report_refereed(pairs, sims, _timed_similarities("onnx-fp32", args.home, pairs))
     _report_guard(pairs)
     _plot(curves, threshold)
     verdict = "keeps" if chosen is not None else "never keeps"
@@ -238,6 +255,27 @@ def _report_threshold(
     )
     for i in differ:
         print(f"  torch {sims['torch'][i]:.3f} onnx {sims['onnx'][i]:.3f} {pairs[i].label}: "
+              f"{pairs[i].a!r} / {pairs[i].b!r}")  # fmt: skip
+
+
+def _report_refereed(
+    pairs: Sequence[Pair], sims: dict[EncoderKind, Similarities], reference: Similarities
+) -> None:
+    """The serving path (int8, refereed by fp32 near the threshold) against torch."""
+    threshold = DEFAULT_THRESHOLD
+    strayed = np.abs(sims["onnx"] - reference)
+    served = served_similarities(sims["onnx"], reference, threshold, REFEREE_MARGIN)
+    refereed = sum(settled(float(sim), threshold, REFEREE_MARGIN) is None for sim in sims["onnx"])
+    differ = disagreements(pairs, sims["torch"], served, threshold, conflict)
+    print(f"\nint8 vs fp32 cosine: max {strayed.max():.4f}, p99 "
+          f"{np.percentile(strayed, 99):.4f} (margin {REFEREE_MARGIN}: "
+          f"{'inside' if strayed.max() < REFEREE_MARGIN else 'OUTSIDE, widen it'}); "
+          f"fp32 vs torch: max {np.abs(reference - sims['torch']).max():.1e}")  # fmt: skip
+    print(f"served (int8, fp32 within ±{REFEREE_MARGIN} of {threshold:.2f}) vs torch with the "
+          f"guard: {len(pairs) - len(differ)}/{len(pairs)} decisions the same; "
+          f"{refereed} pairs ({refereed / len(pairs):.0%}) refereed")  # fmt: skip
+    for i in differ:
+        print(f"  torch {sims['torch'][i]:.3f} served {served[i]:.3f} {pairs[i].label}: "
               f"{pairs[i].a!r} / {pairs[i].b!r}")  # fmt: skip
 
 

@@ -1,12 +1,17 @@
 """Sentence embeddings for the semantic cache: the only module that imports sentence-transformers,
 torch, onnxruntime and tokenizers, each inside the function that needs it.
 
-Two encoders of all-MiniLM-L6-v2 behind one Protocol. "torch" is sentence-transformers itself,
+Three encoders of all-MiniLM-L6-v2 behind one Protocol. "torch" is sentence-transformers itself,
 the reference. "onnx" serves: the same weights exported once to ONNX and quantised to int8, run by
 ONNX Runtime with the model's own tokenizer.json, then sentence-transformers' maths done here in
 numpy (mean pooling over the attention mask, L2 normalisation). It is ~5x faster, a quarter of
 the memory, and never imports torch: the export runs in a child process (`python -m
-cache.onnx_model export DIR`), so even a first start leaves torch out of the server.
+cache.onnx_model build DIR`), so even a first start leaves torch out of the server.
+
+"onnx-fp32" is the export before quantisation: the reference's numbers (cosines within 3e-7 of
+torch's) at ~4 ms a text, again without torch. int8 moves a similarity by up to ~0.035, enough to
+flip a question near the threshold, so the cache has the fp32 model settle those few
+(`referee_kind`, cache.store.Referee): the fast path then serves exactly the reference's hits.
 
 Both are pinned to one thread: on 2 cores, torch with 2 threads went from ~15 ms to ~500 ms.
 
@@ -34,11 +39,12 @@ import numpy.typing as npt
 log = logging.getLogger("overspill")
 
 Vectors = npt.NDArray[np.float32]
-EncoderKind = Literal["onnx", "torch"]
+EncoderKind = Literal["onnx", "onnx-fp32", "torch"]
 
 ONNX_DIR = "all-minilm-l6-v2-onnx-int8"
 MAX_SEQ_LENGTH = 256  # sentence_bert_config.json; tokenizer.json itself says 128
 MODEL_FILE = "model.onnx"
+REFERENCE_FILE = "reference.onnx"  # the same export, not quantised
 TOKENIZER_FILE = "tokenizer.json"
 
 
@@ -61,9 +67,18 @@ class Encoder(Protocol):
 
 
 def load_encoder(kind: EncoderKind, home: Path) -> Encoder:
-    """Blocks for seconds (the first "onnx" load exports the model): call it off the loop."""
-    loaders: dict[str, Callable[[Path], Encoder]] = {"onnx": _load_onnx, "torch": _load_torch}
+    """Blocks for seconds (the first ONNX load exports the model): call it off the loop."""
+    loaders: dict[str, Callable[[Path], Encoder]] = {
+        "onnx": lambda home: _load_onnx(home, MODEL_FILE),
+        "onnx-fp32": lambda home: _load_onnx(home, REFERENCE_FILE),
+        "torch": _load_torch,
+    }
     return loaders[kind](home)
+
+
+def referee_kind(kind: EncoderKind) -> EncoderKind | None:
+    """The encoder that settles similarities `kind` cannot place exactly, if it needs one."""
+    return "onnx-fp32" if kind == "onnx" else None
 
 
 # --- torch: the reference -------------------------------------------------------------------
@@ -112,7 +127,7 @@ def source_model() -> Path:
 
 
 class OnnxEncoder:
-    """ONNX Runtime int8 + tokenizers + numpy pooling: no torch in the process."""
+    """ONNX Runtime (int8 or fp32) + tokenizers + numpy pooling: no torch in the process."""
 
     def __init__(self, session: Any, tokenizer: Any) -> None:
         self._session = session
@@ -156,18 +171,18 @@ def normalised(vectors: Vectors) -> Vectors:
     return result
 
 
-def _load_onnx(home: Path) -> Encoder:
+def _load_onnx(home: Path, file: str) -> Encoder:
     folder = home / "models" / ONNX_DIR
     from cache.onnx_model import complete, rebuild  # the export: only when it must be made
 
     if not complete(folder):
         rebuild(folder)
-    model, tokenizer = folder / MODEL_FILE, folder / TOKENIZER_FILE
+    model, tokenizer = folder / file, folder / TOKENIZER_FILE
     try:
         return onnx_encoder(model, tokenizer)
     except Exception as exc:  # a manifest over a damaged model: rebuilt once, not fatal
         log.warning("embedder: cached ONNX model unusable (%s); rebuilding", exc)
-        rebuild(folder)
+        rebuild(folder, damaged=True)
         return onnx_encoder(model, tokenizer)
 
 
@@ -244,15 +259,16 @@ class Embedder:
         parts = await asyncio.gather(*(self._submit(chunk) for chunk in chunks))
         return np.concatenate(parts)
 
-    def close(self) -> None:
-        """Serves what is already queued, then stops the thread; idempotent. It may wait for a
-        model still loading: from async code, call it through asyncio.to_thread."""
+    def close(self, wait: bool = True) -> None:
+        """Serves what is already queued, then stops the thread; idempotent. With `wait`, it
+        waits for that, and for a model still loading: from async code, call it through
+        asyncio.to_thread. Without, the (daemon) thread finishes on its own or with the process."""
         with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            self._jobs.put(None)
-        self._thread.join()
+            if not self._closed:
+                self._closed = True
+                self._jobs.put(None)
+        if wait:
+            self._thread.join()
 
     def _submit(self, texts: list[str]) -> asyncio.Future[Vectors]:
         loop = asyncio.get_running_loop()

@@ -1,15 +1,18 @@
-"""The ONNX int8 model the embedder serves with: exported once from the same weights, checked
-against torch, quantised, and kept under $OVERSPILL_HOME/models.
+"""The ONNX models the embedder serves with: exported once from the same weights, checked
+against torch, kept as they are (the fp32 reference) and quantised (the int8 fast path), under
+$OVERSPILL_HOME/models.
 
 The export imports torch and transformers, so it runs in a child process
-(`python -m cache.onnx_model export DIR`): even the first start of a server leaves torch out of
-it. It writes into a staging directory renamed into place, the manifest last, so a reader sees a
-whole model or none, and a crashed export leaves only a staging directory behind.
+(`python -m cache.onnx_model build DIR`): even the first start of a server leaves torch out of
+it. Under a file lock, it writes into a staging directory renamed into place, the manifest last,
+so a reader sees a whole model or none, and a crashed export leaves only a staging directory
+behind, which the next export sweeps.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -18,7 +21,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,7 @@ import numpy.typing as npt
 
 from cache.embedder import (
     MODEL_FILE,
+    REFERENCE_FILE,
     TOKENIZER_FILE,
     EmbedderError,
     Encoder,
@@ -43,7 +47,7 @@ from cache.embedder import (
 _OPSET = 17
 # What the cached model was made by: a change here (or in the source weights) rebuilds it.
 _RECIPE = {
-    "format": 1,
+    "format": 2,  # 2: the fp32 export is kept, as the reference
     "model": "sentence-transformers/all-MiniLM-L6-v2",
     "opset": _OPSET,
     # Per-tensor int8 scored cosine 0.87-0.98 against torch; per-channel MatMul weights 0.98+.
@@ -70,33 +74,74 @@ def complete(folder: Path) -> bool:
         return False
     expected = _manifest()
     same = all(written.get(key) == value for key, value in expected.items())
-    return same and (folder / MODEL_FILE).is_file() and (folder / TOKENIZER_FILE).is_file()
+    files = (MODEL_FILE, REFERENCE_FILE, TOKENIZER_FILE)
+    return same and all((folder / file).is_file() for file in files)
 
 
-def rebuild(folder: Path) -> None:
-    """Export into a staging directory beside `folder`, then rename it into place: a reader sees
-    a whole model or none, and a crash leaves only a staging directory behind."""
+def rebuild(folder: Path, damaged: bool = False) -> None:
+    """Make the model in a child process, unless another thread or process made it meanwhile
+    (or, when `damaged`, even so). The child does it all, lock to rename: an export a stopped
+    proxy started still completes, for the next start, and the file lock lets one export at a
+    time run, since every encoder of every proxy on this home may ask at once."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    _sweep(folder)
-    _discard(folder)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.staging-", dir=folder.parent))
-    try:
-        _export_in_child(staging)
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "cache.onnx_model", "build", str(folder)]
+    started = time.monotonic()
+    # Its output goes to a file, not a pipe: a child outliving this process must not die of a
+    # broken pipe on its next warning.
+    with tempfile.TemporaryFile("w+") as output:
         try:
-            staging.rename(folder)
-        except OSError:
-            if not complete(folder):  # not a concurrent exporter winning the race: a real error
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+            done = subprocess.run([*command, *(["--damaged"] if damaged else [])], env=env,
+                                  stdout=output, stderr=subprocess.STDOUT, check=False,
+                                  timeout=_EXPORT_TIMEOUT_S)  # fmt: skip
+        except subprocess.TimeoutExpired as exc:
+            raise EmbedderError(f"ONNX export took over {_EXPORT_TIMEOUT_S} s; gave up") from exc
+        output.seek(0)
+        lines = output.read().strip().splitlines()
+    if done.returncode != 0:
+        tail = "\n".join(lines[-5:])
+        raise EmbedderError(f"ONNX export failed (exit {done.returncode}):\n{tail}")
+    if lines and lines[-1] == _EXPORTED:
+        log.warning("embedder: exported all-MiniLM-L6-v2 to ONNX (fp32 and int8) in %s, %.1f s",
+                    folder, time.monotonic() - started)  # fmt: skip
+
+
+_EXPORTED = "exported"
+
+
+def build(folder: Path, damaged: bool) -> bool:
+    """In the child: export unless the model is complete; True if it exported."""
+    with _exclusive(folder.parent / f".{folder.name}.lock"):
+        if not damaged and complete(folder):
+            return False
+        _sweep(folder)
+        _discard(folder)
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.staging-", dir=folder.parent))
+        try:
+            export(staging)
+            staging.rename(folder)  # a reader sees a whole model or none
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return True
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Path) -> Iterator[None]:
+    """Held until released or until the holder dies: a crashed export blocks nobody."""
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _sweep(folder: Path) -> None:
-    """Remove what crashed exports left (60-150 MB each); a live export is younger than this."""
-    for leftover in folder.parent.glob(f".{folder.name}.*"):
-        with contextlib.suppress(OSError):
-            if time.time() - leftover.stat().st_mtime > 2 * _EXPORT_TIMEOUT_S:
-                shutil.rmtree(leftover)
+    """Remove what crashed exports left (100-200 MB each): under the lock, none is live."""
+    for leftover in folder.parent.glob(f".{folder.name}.*-*"):  # not the lock file
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _discard(folder: Path) -> None:
@@ -109,22 +154,6 @@ def _discard(folder: Path) -> None:
         shutil.rmtree(aside, ignore_errors=True)
 
 
-def _export_in_child(staging: Path) -> None:
-    log.warning("embedder: exporting all-MiniLM-L6-v2 to ONNX int8 in %s (once)", staging.parent)
-    root = str(Path(__file__).resolve().parent.parent)
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "cache.onnx_model", "export", str(staging)]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False,
-                              timeout=_EXPORT_TIMEOUT_S)  # fmt: skip
-    except subprocess.TimeoutExpired as exc:
-        raise EmbedderError(f"ONNX export took over {_EXPORT_TIMEOUT_S} s; gave up") from exc
-    if done.returncode != 0:
-        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
-        raise EmbedderError(f"ONNX export failed (exit {done.returncode}):\n{tail}")
-
-
 # --- the export itself (in the child process) -----------------------------------------------
 
 
@@ -134,13 +163,12 @@ def export(staging: Path) -> None:
     import torch
 
     one_torch_thread(torch)
-    fp32, tokenizer = staging / "model-fp32.onnx", staging / TOKENIZER_FILE
+    fp32, tokenizer = staging / REFERENCE_FILE, staging / TOKENIZER_FILE
     shutil.copyfile(source_model() / TOKENIZER_FILE, tokenizer)
     expected = _export_fp32(torch, fp32)
     # fp32 must reproduce torch (a broken trace shows here); int8 must come close.
     _check(onnx_encoder(fp32, tokenizer), expected, floor=0.9999)
     _quantise(fp32, staging / MODEL_FILE)
-    fp32.unlink()
     _check(onnx_encoder(staging / MODEL_FILE, tokenizer), expected, floor=0.95)
     (staging / _MANIFEST_FILE).write_text(json.dumps(_manifest(), indent=2) + "\n")
 
@@ -198,16 +226,17 @@ def _check(encoder: Encoder, expected: Vectors, floor: float) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    if len(argv) != 2 or argv[0] != "export":
-        print("usage: python -m cache.onnx_model export DIRECTORY", file=sys.stderr)
+    if len(argv) not in (2, 3) or argv[0] != "build" or argv[2:] not in ([], ["--damaged"]):
+        print("usage: python -m cache.onnx_model build DIRECTORY [--damaged]", file=sys.stderr)
         return 2
     try:
-        export(Path(argv[1]))
+        exported = build(Path(argv[1]), damaged=argv[2:] == ["--damaged"])
     except Exception as exc:
         traceback.print_exc()
         # torch's errors can end in a printed tensor: the parent shows the tail, make it say why
         print(f"export failed: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr)
         return 1
+    print(_EXPORTED if exported else "present")
     return 0
 
 

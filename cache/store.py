@@ -6,12 +6,18 @@ only among entries of the same context (scope, parameters, every message but the
 and a similar question is served only if the guard finds nothing critical that differs ("5 miles"
 vs "50 miles"). Lookups and inserts run on the event loop; the embedding runs in the embedder's
 thread, and a search in a large index moves to a worker thread.
+
+The fast embedder (int8) places a similarity within a known margin of the reference model's. A
+candidate that close to the threshold is settled by the referee, the reference model, so that
+the cache serves exactly the hits the reference would: the fast path decides the clear cases
+(most lookups), the slow one only the borderline few.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -23,8 +29,13 @@ from cache.index import Vector, VectorIndex
 from cache.keys import CacheKeys
 from policies.model import CacheRule
 
+log = logging.getLogger("overspill")
+
 CANDIDATES = 4  # nearest entries checked by the guard before giving up
 INLINE_SEARCH = 4096  # a flat search over fewer vectors takes well under 0.1 ms: no thread hop
+# int8 against fp32 moved a cosine by at most 0.035 on the 842 labelled questions (bench.semantic
+# prints it on every run and checks it stays inside this margin).
+REFEREE_MARGIN = 0.05
 
 
 class Embeds(Protocol):
@@ -38,6 +49,25 @@ class Embeds(Protocol):
         ...
 
     async def embed(self, text: str) -> Vector: ...
+
+
+@dataclass(frozen=True)
+class Referee:
+    """The reference model, for the similarities the fast one places within `margin` of the
+    threshold: on which side of it they fall is the reference's call."""
+
+    embeds: Embeds
+    margin: float = REFEREE_MARGIN
+
+
+def settled(similarity: float, threshold: float, margin: float) -> bool | None:
+    """Similar enough, by a fast similarity within `margin` of the reference one; None when
+    only the reference can tell."""
+    if similarity >= threshold + margin:
+        return True
+    if similarity < threshold - margin:
+        return False
+    return None
 
 
 @dataclass(frozen=True)
@@ -64,11 +94,22 @@ class Miss:
 
 
 @dataclass
+class _Question:
+    """The question looked up, with its reference vector once the referee needed it."""
+
+    text: str
+    vector: Vector | None = None
+
+
+@dataclass
 class CacheStats:
     hits_exact: int = 0
     hits_semantic: int = 0
     misses: int = 0
     refused: int = 0  # similar enough, but the guard found a critical difference
+    refereed: int = 0  # borderline similarities the reference model settled
+    overturned: int = 0  # ... on the other side of the threshold than the fast model put them
+    unrefereed: int = 0  # ... that it could not settle (still loading, failed): not served
     evicted: int = 0
     expired: int = 0
 
@@ -78,11 +119,13 @@ class AnswerCache:
     embedder: Embeds | None
     clock: Callable[[], float] = time.time
     stats: CacheStats = field(default_factory=CacheStats)
+    referee: Referee | None = None  # None: the embedder is the reference
 
     def __post_init__(self) -> None:
         self._scopes: dict[str, OrderedDict[str, Entry]] = {}
         self._contexts: dict[str, VectorIndex] = {}
         self._by_id: dict[int, Entry] = {}
+        self._reference: dict[int, Vector] = {}  # entries' reference vectors, once needed
         self._ids = itertools.count(1)
         self.changes = 0  # how many times entries were added or dropped: is a save due?
 
@@ -104,6 +147,8 @@ class AnswerCache:
             return Miss()
         if not self.embedder.ready:  # a miss now beats a request held for seconds
             self.embedder.warm()
+            if self.referee is not None:
+                self.referee.embeds.warm()
             self.stats.misses += 1
             return Miss()
         vector = await self.embedder.embed(keys.query)
@@ -124,20 +169,58 @@ class AnswerCache:
             nearest = index.search(vector, CANDIDATES)
         else:
             nearest = await asyncio.to_thread(index.search, vector, CANDIDATES)
+        question = _Question(keys.query or "")
         refused = ""
-        for ident, similarity in nearest:
+        for ident, fast in nearest:
             entry = self._by_id.get(ident)
-            if similarity < threshold or entry is None or entry.keys.query is None:
+            if entry is None or entry.keys.query is None or self._expired(entry):
                 continue
-            if self._expired(entry):
+            similarity = await self._similarity(entry, fast, threshold, question)
+            if similarity is None:
                 continue
-            reason = conflict(entry.keys.query, keys.query or "")
+            reason = conflict(entry.keys.query, question.text)
             if reason is None:
                 self._scopes[entry.keys.scope].move_to_end(entry.keys.exact)
                 return Hit("semantic", entry.answer, similarity)
             refused = refused or reason
             self.stats.refused += 1
         return refused
+
+    async def _similarity(
+        self, entry: Entry, fast: float, threshold: float, question: _Question
+    ) -> float | None:
+        """The similarity, when similar enough: the fast one when it is clear, else the
+        reference's."""
+        margin = self.referee.margin if self.referee else 0.0
+        verdict = settled(fast, threshold, margin)
+        if verdict is not None or self.referee is None:
+            return fast if verdict else None
+        reference = await self._refereed(entry, question, self.referee.embeds)
+        if reference is None:
+            return None
+        if (reference >= threshold) != (fast >= threshold):
+            self.stats.overturned += 1
+        return reference if reference >= threshold else None
+
+    async def _refereed(self, entry: Entry, question: _Question, referee: Embeds) -> float | None:
+        self.stats.refereed += 1
+        if not referee.ready:  # no hit beats a guess, or a request held while the model loads
+            referee.warm()
+            self.stats.unrefereed += 1
+            return None
+        try:
+            if question.vector is None:
+                question.vector = await referee.embed(question.text)
+            stored = self._reference.get(entry.ident)
+            if stored is None:
+                stored = await referee.embed(entry.keys.query or "")
+                if self._by_id.get(entry.ident) is entry:
+                    self._reference[entry.ident] = stored
+        except Exception:  # a broken referee is a miss, not an error
+            log.exception("cache: the reference embedder failed")
+            self.stats.unrefereed += 1
+            return None
+        return float(question.vector @ stored)
 
     async def insert(
         self, keys: CacheKeys, rule: CacheRule, answer: bytes, vector: Vector | None = None
@@ -222,6 +305,7 @@ class AnswerCache:
 
     def _forget(self, entry: Entry) -> None:
         self._by_id.pop(entry.ident, None)
+        self._reference.pop(entry.ident, None)
         self.changes += 1
         if entry.vector is not None and entry.keys.context is not None:
             index = self._contexts.get(entry.keys.context)

@@ -18,11 +18,11 @@ import orjson
 
 from cache import persist
 from cache.coalesce import Coalescer
-from cache.embedder import Embedder, load_encoder
+from cache.embedder import Embedder, EncoderKind, load_encoder, referee_kind
 from cache.index import Vector
 from cache.keys import CacheKeys, CachePlan, cache_keys, cache_plan, model_version
-from cache.store import AnswerCache, Embeds, Hit, Miss
-from policies.model import CacheRule, EncoderKind, Policy
+from cache.store import AnswerCache, Embeds, Hit, Miss, Referee
+from policies.model import CacheRule, Policy
 from proxy.schema import ProxyRequest
 from proxy.streaming import assemble, fresh, replay
 
@@ -96,20 +96,34 @@ class OnDemandEmbedder:
         return await self._embedder.embed(text)
 
     async def close(self) -> None:
-        if self._embedder is not None:
+        """Stop the thread; a model still loading (an export takes seconds) is not waited for."""
+        if self._embedder is None:
+            return
+        if self.ready:
             await asyncio.to_thread(self._embedder.close)
+        else:
+            self._embedder.close(wait=False)
+
+
+def embedders(kind: EncoderKind, home: Path) -> tuple[OnDemandEmbedder, Referee | None]:
+    """The embedder the policy names, and the reference model that settles its borderline
+    similarities when it is not the reference itself."""
+    refereed_by = referee_kind(kind)
+    referee = Referee(OnDemandEmbedder(refereed_by, home)) if refereed_by else None
+    return OnDemandEmbedder(kind, home), referee
 
 
 @dataclass
 class Answers:
     embedder: Embeds | None = None
+    referee: Referee | None = None
     cache: AnswerCache = field(init=False)
     coalescer: Coalescer[Head] = field(default_factory=Coalescer)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _saving: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
-        self.cache = AnswerCache(self.embedder)
+        self.cache = AnswerCache(self.embedder, referee=self.referee)
 
     def caching(
         self, policy: Policy, request: ProxyRequest, level: str, tenant: str, cache_control: str
@@ -212,10 +226,19 @@ class Answers:
         except Exception as error:  # a full disk (or a bug) must not take the proxy down
             log.warning("cache: cannot save to %s: %s", path, error)
 
-    async def settle(self) -> None:
-        """Wait for the answers still being stored (at shutdown, and in tests)."""
-        while self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+    async def settle(self, grace_s: float | None = None) -> None:
+        """Wait for the answers still being stored (at shutdown, and in tests), at most grace_s:
+        at shutdown, an answer waiting for a model still loading is saved without its vector
+        (an exact entry) rather than holding the shutdown for the model."""
+        async with asyncio.timeout(grace_s):
+            while self._tasks:
+                await asyncio.wait(self._tasks)
+
+    async def close(self) -> None:
+        """Stop the embedding threads (after settle(): an insert may still be embedding)."""
+        for model in (self.embedder, self.referee.embeds if self.referee else None):
+            if isinstance(model, OnDemandEmbedder):
+                await model.close()
 
 
 async def _iterate(chunks: list[bytes]) -> AsyncIterator[bytes]:

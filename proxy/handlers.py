@@ -140,6 +140,9 @@ def _cache_status(services: Services) -> dict[str, Any]:
         "enabled": services.policy.cache.enabled,
         "entries": len(answers.cache),
         "searchable": answers.cache.searchable,
+        # Loaded on the first semantic lookup; until the referee is, borderline ones are misses.
+        "embedder_ready": bool(answers.embedder and answers.embedder.ready),
+        "referee_ready": answers.referee.embeds.ready if answers.referee else None,
         "path": str(services.cache_path) if services.cache_path else None,
         "in_flight_shared": len(answers.coalescer.flights),
         **vars(answers.cache.stats),

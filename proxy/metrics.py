@@ -62,6 +62,16 @@ class ServicesCollector(Collector):
         )
         refused.add_metric([], stats.refused)
         yield refused
+        refereed = CounterMetricFamily(
+            "overspill_cache_referee_checks",
+            "Borderline similarities the reference model settled, by outcome.",
+            labels=["outcome"],
+        )
+        confirmed = stats.refereed - stats.overturned - stats.unrefereed
+        for outcome, count in (("confirmed", confirmed), ("overturned", stats.overturned),
+                               ("unavailable", stats.unrefereed)):  # fmt: skip
+            refereed.add_metric([outcome], count)
+        yield refereed
         entries = GaugeMetricFamily("overspill_cache_entries", "Answers in the cache.")
         entries.add_metric([], len(answers.cache))
         yield entries

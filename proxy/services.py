@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from pathlib import Path
 from policies.model import Policy
 from policies.watcher import PolicyWatcher
 from proxy.backends import Backends
-from proxy.caching import Answers, OnDemandEmbedder
+from proxy.caching import Answers, embedders
 from proxy.cloud import Cloud
 from proxy.home import overspill_home
 from proxy.pipeline import Pipeline
@@ -38,8 +39,10 @@ class Services:
         if policy.clouds:
             # `import litellm` takes seconds: pay it at start, not on the first overflow.
             await asyncio.to_thread(lambda: cloud.litellm)
-        embedder = OnDemandEmbedder(policy.cache.embedder, overspill_home())
-        answers = Answers(embedder if policy.cache.enabled else None)
+        if policy.cache.enabled:
+            answers = Answers(*embedders(policy.cache.embedder, overspill_home()))
+        else:
+            answers = Answers()
         path = _cache_path(policy)
         await answers.open(path)
         pipeline = Pipeline(policy, backends, upstream, cloud, random.Random(), answers)
@@ -70,13 +73,16 @@ class Services:
             self.saver.cancel()
             await asyncio.gather(self.saver, return_exceptions=True)
         answers = self.pipeline.answers
-        await answers.settle()
+        with contextlib.suppress(TimeoutError):
+            await answers.settle(grace_s=_SETTLE_S)
         if self.cache_path is not None:
             await answers.save(self.cache_path)
-        if isinstance(answers.embedder, OnDemandEmbedder):
-            await answers.embedder.close()
+        await answers.close()
         await self.backends.stop()
         await self.upstream.close()
+
+
+_SETTLE_S = 2.0  # answers being stored: ms each, unless the embedding model is still loading
 
 
 def _cache_path(policy: Policy) -> Path | None:

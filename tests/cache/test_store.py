@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from cache.keys import CacheKeys, cache_keys
-from cache.store import AnswerCache, Hit, Miss
+from cache.store import AnswerCache, Hit, Miss, Referee, settled
 from policies.model import CacheRule
 
 QUESTION = "How do I reverse a list in Python?"
@@ -586,3 +586,101 @@ async def test_changes_count_additions_and_drops(cache: AnswerCache, clock: Cloc
     clock.now += 10
     cache.sweep()
     assert cache.changes > after_insert
+
+
+# --- the referee: borderline similarities settled by the reference model -------------------------
+
+BORDERLINE = "How would I go about reversing a Python list?"  # fast 0.92: within 0.05 of 0.9
+CLEAR = "How can I reverse a Python list, please?"  # fast 0.97: clearly above 0.9 + 0.05
+
+
+def refereed_cache(
+    reference: dict[str, float], ready: bool = True
+) -> tuple[AnswerCache, FakeEmbedder]:
+    """A cache whose fast embedder puts BORDERLINE at 0.92 from QUESTION and whose referee puts
+    each looked-up question at `reference[question]` from it."""
+    fast = FakeEmbedder({**VECTORS, BORDERLINE: around(0.92), CLEAR: around(0.97)})
+    referee = FakeEmbedder({QUESTION: VECTORS[QUESTION]} | {
+        question: around(cosine) for question, cosine in reference.items()
+    }, ready=ready)  # fmt: skip
+    return AnswerCache(fast, Clock(), referee=Referee(referee, margin=0.05)), referee
+
+
+def test_settled_leaves_only_the_band_around_the_threshold_to_the_referee() -> None:
+    assert settled(0.951, 0.90, 0.05) is True
+    assert settled(0.9499, 0.90, 0.05) is None
+    assert settled(0.90, 0.90, 0.05) is None
+    assert settled(0.85, 0.90, 0.05) is None
+    assert settled(0.8499, 0.90, 0.05) is False
+    assert settled(0.90, 0.90, 0.0) is True  # no referee: the threshold itself decides
+    assert settled(0.8999, 0.90, 0.0) is False
+
+
+async def test_a_clear_similarity_needs_no_referee() -> None:
+    cache, referee = refereed_cache({CLEAR: 0.5})
+    await insert(cache, QUESTION)
+    hit = await cache.lookup(keys(CLEAR), RULE, semantic=True)
+    assert isinstance(hit, Hit)
+    assert hit.similarity == pytest.approx(0.97)
+    assert referee.calls == []
+    assert cache.stats.refereed == 0
+
+
+async def test_the_referee_confirms_a_borderline_hit_with_its_own_similarity() -> None:
+    cache, referee = refereed_cache({BORDERLINE: 0.91})
+    await insert(cache, QUESTION)
+    hit = await cache.lookup(keys(BORDERLINE), RULE, semantic=True)
+    assert isinstance(hit, Hit)
+    assert hit.similarity == pytest.approx(0.91, abs=1e-6)
+    assert sorted(referee.calls) == sorted([BORDERLINE, QUESTION])
+    assert (cache.stats.refereed, cache.stats.overturned) == (1, 0)
+
+
+async def test_the_referee_overturns_a_borderline_hit() -> None:
+    cache, _ = refereed_cache({BORDERLINE: 0.89})
+    await insert(cache, QUESTION)
+    assert isinstance(await cache.lookup(keys(BORDERLINE), RULE, semantic=True), Miss)
+    assert (cache.stats.refereed, cache.stats.overturned, cache.stats.misses) == (1, 1, 1)
+
+
+async def test_the_referee_turns_a_borderline_miss_into_a_hit() -> None:
+    below = "Reverse list python how?"  # fast 0.88: a miss by the fast model alone
+    cache, _ = refereed_cache({below: 0.905})
+    cache.embedder.vectors[below] = around(0.88)  # type: ignore[union-attr]
+    await insert(cache, QUESTION)
+    hit = await cache.lookup(keys(below), RULE, semantic=True)
+    assert isinstance(hit, Hit)
+    assert hit.similarity == pytest.approx(0.905, abs=1e-6)
+    assert cache.stats.overturned == 1
+
+
+async def test_an_entry_reference_vector_is_computed_once() -> None:
+    cache, referee = refereed_cache({BORDERLINE: 0.91})
+    await insert(cache, QUESTION)
+    await cache.lookup(keys(BORDERLINE), RULE, semantic=True)
+    await cache.lookup(keys(BORDERLINE, system="You are terse."), RULE, semantic=True)
+    assert referee.calls.count(QUESTION) == 1
+    assert referee.calls.count(BORDERLINE) == 2  # a lookup's own question: once per lookup
+
+
+async def test_a_referee_still_loading_serves_no_borderline_hit() -> None:
+    cache, referee = refereed_cache({BORDERLINE: 0.95}, ready=False)
+    await insert(cache, QUESTION)
+    assert isinstance(await cache.lookup(keys(BORDERLINE), RULE, semantic=True), Miss)
+    assert referee.warmed >= 1
+    assert cache.stats.unrefereed == 1
+    assert isinstance(await cache.lookup(keys(CLEAR), RULE, semantic=True), Hit)
+
+
+async def test_a_failing_referee_is_a_miss_not_an_error() -> None:
+    cache, _ = refereed_cache({})  # knows no BORDERLINE: embed raises KeyError
+    await insert(cache, QUESTION)
+    assert isinstance(await cache.lookup(keys(BORDERLINE), RULE, semantic=True), Miss)
+    assert cache.stats.unrefereed == 1
+
+
+async def test_a_loading_embedder_warms_the_referee_too() -> None:
+    referee = FakeEmbedder(ready=False)
+    cache = AnswerCache(FakeEmbedder(ready=False), Clock(), referee=Referee(referee))
+    await cache.lookup(keys(QUESTION), RULE, semantic=True)
+    assert referee.warmed == 1

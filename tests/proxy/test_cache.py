@@ -276,8 +276,10 @@ def test_nondeterministic_requests_are_not_coalesced_unless_the_policy_says_so()
 
 
 def searchable(url: str, count: int) -> None:
-    for _ in range(1500):  # the first question loads the embedding model: seconds
-        if httpx.get(url + "/admin/status").json()["cache"]["searchable"] >= count:
+    """`count` questions embedded, and the referee of borderline similarities loaded."""
+    for _ in range(1500):  # the first question loads the embedding models: seconds
+        cache = httpx.get(url + "/admin/status").json()["cache"]
+        if cache["searchable"] >= count and cache["referee_ready"] is not False:
             return
         time.sleep(0.02)
     raise AssertionError(f"the semantic layer never held {count} questions")
@@ -330,7 +332,11 @@ def test_a_different_system_prompt_is_never_a_semantic_hit() -> None:
 
         ask_as("You are a pirate.", "What is the capital of France?")
         searchable(p.url, 1)
-        assert ask_as("You are a pirate.", "what's the capital of france").headers[
-            "x-overspill-cache"] == "hit-semantic"  # fmt: skip
+        hit = ask_as("You are a pirate.", "what's the capital of france")
+        assert hit.headers["x-overspill-cache"] == "hit-semantic"
+        # int8 puts this pair at 0.909, within the margin of 0.90: the fp32 referee settled it
+        # (0.908), and the similarity reported is the reference's.
+        assert httpx.get(p.url + "/admin/status").json()["cache"]["refereed"] == 1
+        assert float(hit.headers["x-overspill-cache-similarity"]) == pytest.approx(0.9078, abs=2e-4)
         assert ask_as("You are a poet.", "what's the capital of france").headers[
             "x-overspill-cache"] == "miss"  # fmt: skip
