@@ -93,6 +93,10 @@ class Miss:
     refused: str = ""  # why the guard refused a similar entry, if it did
 
 
+async def _embedded(embeds: Embeds, text: str, known: Vector | None) -> Vector:
+    return known if known is not None else await embeds.embed(text)
+
+
 @dataclass
 class _Question:
     """The question looked up, with its reference vector once the referee needed it."""
@@ -106,7 +110,7 @@ class CacheStats:
     hits_exact: int = 0
     hits_semantic: int = 0
     misses: int = 0
-    refused: int = 0  # similar enough, but the guard found a critical difference
+    refused: int = 0  # similar enough (or nearly), but the guard found a critical difference
     refereed: int = 0  # borderline similarities the reference model settled
     overturned: int = 0  # ... on the other side of the threshold than the fast model put them
     unrefereed: int = 0  # ... that it could not settle (still loading, failed): not served
@@ -170,20 +174,24 @@ class AnswerCache:
         else:
             nearest = await asyncio.to_thread(index.search, vector, CANDIDATES)
         question = _Question(keys.query or "")
+        margin = self.referee.margin if self.referee else 0.0
         refused = ""
         for ident, fast in nearest:
             entry = self._by_id.get(ident)
+            if settled(fast, threshold, margin) is False:
+                continue
             if entry is None or entry.keys.query is None or self._expired(entry):
                 continue
-            similarity = await self._similarity(entry, fast, threshold, question)
-            if similarity is None:
-                continue
+            # The guard first: microseconds, where the referee takes milliseconds.
             reason = conflict(entry.keys.query, question.text)
-            if reason is None:
+            if reason is not None:
+                refused = refused or reason
+                self.stats.refused += 1
+                continue
+            similarity = await self._similarity(entry, fast, threshold, question)
+            if similarity is not None:
                 self._scopes[entry.keys.scope].move_to_end(entry.keys.exact)
                 return Hit("semantic", entry.answer, similarity)
-            refused = refused or reason
-            self.stats.refused += 1
         return refused
 
     async def _similarity(
@@ -209,18 +217,18 @@ class AnswerCache:
             self.stats.unrefereed += 1
             return None
         try:
-            if question.vector is None:
-                question.vector = await referee.embed(question.text)
-            stored = self._reference.get(entry.ident)
-            if stored is None:
-                stored = await referee.embed(entry.keys.query or "")
-                if self._by_id.get(entry.ident) is entry:
-                    self._reference[entry.ident] = stored
+            asked, stored = await asyncio.gather(  # one batch for the referee
+                _embedded(referee, question.text, question.vector),
+                _embedded(referee, entry.keys.query or "", self._reference.get(entry.ident)),
+            )
+            question.vector = asked
+            if self._by_id.get(entry.ident) is entry:
+                self._reference[entry.ident] = stored
         except Exception:  # a broken referee is a miss, not an error
             log.exception("cache: the reference embedder failed")
             self.stats.unrefereed += 1
             return None
-        return float(question.vector @ stored)
+        return float(asked @ stored)
 
     async def insert(
         self, keys: CacheKeys, rule: CacheRule, answer: bytes, vector: Vector | None = None

@@ -684,3 +684,16 @@ async def test_a_loading_embedder_warms_the_referee_too() -> None:
     cache = AnswerCache(FakeEmbedder(ready=False), Clock(), referee=Referee(referee))
     await cache.lookup(keys(QUESTION), RULE, semantic=True)
     assert referee.warmed == 1
+
+
+async def test_the_guard_refuses_before_the_referee_is_asked() -> None:
+    """A near-miss in the band ("17 times 24" vs "17 times 23") costs the guard's microseconds,
+    not the referee's milliseconds."""
+    cache, referee = refereed_cache({})
+    cache.embedder.vectors[TIMES_24] = around(0.92, axis=3, toward=4)  # type: ignore[union-attr]
+    await insert(cache, TIMES_23)
+    found = await cache.lookup(keys(TIMES_24), RULE, semantic=True)
+    assert isinstance(found, Miss)
+    assert found.refused
+    assert referee.calls == []
+    assert (cache.stats.refused, cache.stats.refereed) == (1, 0)
