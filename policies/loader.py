@@ -7,21 +7,26 @@ clouds a privacy level allows, a tenant's level, a detector's level must all exi
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+from policies.apikeys import FORMS, declared_digest
 from policies.model import (
     BACKEND_KINDS,
     STRATEGIES,
+    Auth,
     Backend,
     Balancing,
     BreakerSettings,
     CacheRule,
     CacheSettings,
     CloudTarget,
+    Limits,
     Overflow,
     Policy,
     Privacy,
@@ -137,7 +142,19 @@ LEVEL = {
     "cloud": Spec((str, list), '"any", "none" or a list of cloud target names', "any"),
     "cache": Spec(str, '"any", "tenant" or "none"', "any", _one_of("any", "tenant", "none")),
 }
-TENANT = {"name": Spec(str, "a string", check=_name), "privacy": Spec(str, "a level name", None)}
+TENANT = {
+    "name": Spec(str, "a string", check=_name),
+    "privacy": Spec(str, "a level name", None),
+    "api_keys": Spec(list, f"a list of {FORMS}", [], secret=True),
+    "requests_per_minute": Spec(int, "an integer", None, _positive),
+    "tokens_per_minute": Spec(int, "an integer", None, _positive),
+    "max_concurrent": Spec(int, "an integer", None, _positive),
+    "models": Spec(list, "a list of public model names", None),
+}
+AUTH = {
+    "require_keys": Spec(bool, "true or false", False),
+    "admin_keys": Spec(list, f"a list of {FORMS}", [], secret=True),
+}
 BREAKER = {
     "consecutive_failures": Spec(int, "an integer", 5, _positive),
     "failure_rate": Spec(NUMBER, "a number", 0.5, _share),
@@ -181,9 +198,10 @@ BALANCING = {
     "index_blocks": Spec(int, "an integer", 200_000, _positive),
     "warm_wait_s": Spec(NUMBER, SECONDS, 0.0, _non_negative),
 }
-TOP_LEVEL = ("server", "timeouts", "backends", "clouds", "routes", "privacy", "tenants",
+TOP_LEVEL = ("server", "timeouts", "backends", "clouds", "routes", "privacy", "tenants", "auth",
              "breaker", "retry", "cache", "balancing")  # fmt: skip
 DEFAULT_LEVELS: tuple[PrivacyLevel, ...] = (PrivacyLevel("public"),)
+LIMIT_KEYS = tuple(f.name for f in fields(Limits))
 
 
 def load_policy(path: Path) -> Policy:
@@ -194,14 +212,17 @@ def load_policy(path: Path) -> Policy:
     return parse_policy(text, str(path))
 
 
-def parse_policy(text: str, source: str = "<policy>") -> Policy:
+def parse_policy(
+    text: str, source: str = "<policy>", environ: Mapping[str, str] | None = None
+) -> Policy:
+    """`environ` resolves keys declared as "env:VARIABLE" (default: this process's)."""
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         line = re.search(r"line (\d+)", str(exc))
         problem = Problem("", f"not valid TOML: {exc}", int(line.group(1)) if line else None)
         raise PolicyError(source, [problem]) from exc
-    reader = _PolicyReader(text)
+    reader = _PolicyReader(text, os.environ if environ is None else environ)
     policy = reader.policy(document, source)
     if reader.problems:
         raise PolicyError(source, reader.problems)
@@ -209,6 +230,10 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
 
 
 class _PolicyReader(Reader):
+    def __init__(self, text: str, environ: Mapping[str, str]) -> None:
+        super().__init__(text)
+        self.environ = environ
+
     def policy(self, document: dict[str, Any], source: str) -> Policy:
         for key in document:
             if key not in TOP_LEVEL:
@@ -230,6 +255,7 @@ class _PolicyReader(Reader):
             ),
             privacy=privacy,
             tenants=self.tenants(document, privacy),
+            auth=self.auth(document),
             breaker=BreakerSettings(**self.table(document, "breaker", BREAKER)),
             retry=RetrySettings(**self.table(document, "retry", RETRY)),
             cache=cache,
@@ -349,9 +375,37 @@ class _PolicyReader(Reader):
                 self.problem(
                     f"{path}.privacy", f"unknown level {values['privacy']!r} (levels: {known})"
                 )
-            tenants.append(Tenant(**values))
+            limits = Limits(*(values.pop(key) for key in LIMIT_KEYS))
+            keys = self.keys(values.pop("api_keys"), f"{path}.api_keys")
+            models = values.pop("models")
+            models = None if models is None else self.names(models, f"{path}.models")
+            tenants.append(Tenant(**values, api_keys=keys, limits=limits, models=models))
         self.unique([(f"tenants[{i}].name", t.name) for i, t in enumerate(tenants)], "tenant")
+        owners: dict[str, str] = {}
+        for i, tenant in enumerate(tenants):
+            for key in tenant.api_keys:
+                if owners.setdefault(key, tenant.name) != tenant.name:
+                    other = owners[key]
+                    self.problem(f"tenants[{i}].api_keys", f"also a key of tenant {other!r}")
         return tuple(tenants)
+
+    def auth(self, document: dict[str, Any]) -> Auth:
+        values = self.table(document, "auth", AUTH)
+        admins = self.keys(values.pop("admin_keys"), "auth.admin_keys")
+        return Auth(**values, admin_keys=admins)
+
+    def keys(self, declared: list[Any], path: str) -> tuple[str, ...]:
+        """The digests of declared keys; each bad declaration is a problem at its index (which
+        names the form or the variable, never a key)."""
+        digests = []
+        for i, spec in enumerate(declared):
+            try:
+                if not isinstance(spec, str):
+                    raise ValueError(f"expected {FORMS}, got {type(spec).__name__}")
+                digests.append(declared_digest(spec, self.environ))
+            except ValueError as error:
+                self.problem(f"{path}[{i}]", str(error))
+        return tuple(digests)
 
     def known(self, names: tuple[str, ...], defined: set[str], path: str, what: str) -> None:
         for name in names:

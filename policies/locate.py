@@ -22,8 +22,9 @@ def locate(text: str, path: str) -> int | None:
     found = _locate(lines, parts)
     if found is not None:
         return found
-    for keep in range(len(parts) - 1, 0, -1):
-        # Inside an inline table: the enclosing key's own assignment (never a table header).
+    for keep in range(len(parts), 0, -1):
+        # An item of a plain list (`keys = ["a", "b"]`), or inside an inline table: the
+        # enclosing key's own assignment (never a table header).
         sub = [*parts[: keep - 1], (parts[keep - 1][0], None)]
         line = _locate(lines, sub)
         if line is not None and not _HEADER.match(lines[line - 1]):

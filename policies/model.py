@@ -167,9 +167,33 @@ class Privacy:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """A tenant's share of the engines. Rates are token buckets that hold one minute's worth, so
+    a tenant idle for a minute may burst that much at once."""
+
+    requests_per_minute: int | None = None
+    # Prompt tokens plus the answer's budget, estimated at admission and corrected from the
+    # usage the answer reports. A cache hit computes nothing and costs nothing.
+    tokens_per_minute: int | None = None
+    max_concurrent: int | None = None  # requests in flight at once
+
+
+@dataclass(frozen=True)
 class Tenant:
     name: str
     privacy: str | None = None  # default privacy level of its requests
+    api_keys: tuple[str, ...] = ()  # SHA-256 hex digests of its keys: the keys are never kept
+    limits: Limits = field(default_factory=Limits)
+    models: tuple[str, ...] | None = None  # the public models it may use; None: every one
+
+
+@dataclass(frozen=True)
+class Auth:
+    """Who may call. Without require_keys, a request names its tenant by header (or not at
+    all); a tenant that has keys must still show one of them."""
+
+    require_keys: bool = False
+    admin_keys: tuple[str, ...] = ()  # SHA-256 digests; none: the admin endpoints are open
 
 
 @dataclass(frozen=True)
@@ -200,6 +224,7 @@ class Policy:
     routes: tuple[Route, ...] = ()
     privacy: Privacy = field(default_factory=Privacy)
     tenants: tuple[Tenant, ...] = ()
+    auth: Auth = field(default_factory=Auth)
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
     retry: RetrySettings = field(default_factory=RetrySettings)
     cache: CacheSettings = field(default_factory=CacheSettings)

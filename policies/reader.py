@@ -46,6 +46,7 @@ class Spec:
     expected: str
     default: Any = REQUIRED
     check: Callable[[Any], str | None] | None = None  # returns what is wrong, or None
+    secret: bool = False  # may hold a key written by mistake: a problem never shows the value
 
 
 class Reader:
@@ -87,13 +88,14 @@ class Reader:
                 self.problem(path, f"is required ({spec.expected})")
             return fallback
         value = raw[key]
+        got = f"{type(value).__name__} (not shown)" if spec.secret else repr(value)
         wants_bool = spec.kind is bool
         if isinstance(value, bool) != wants_bool or not isinstance(value, spec.kind):
-            self.problem(path, f"expected {spec.expected}, got {value!r}")
+            self.problem(path, f"expected {spec.expected}, got {got}")
             return fallback
         wrong = spec.check(value) if spec.check else None
         if wrong:
-            self.problem(path, f"{wrong}, got {value!r}")
+            self.problem(path, f"{wrong}, got {got}")
             return fallback
         if isinstance(value, int) and spec.kind == NUMBER:
             return float(value)

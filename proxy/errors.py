@@ -53,6 +53,12 @@ class Unauthorized(APIError):
     code = "invalid_api_key"
 
 
+class Forbidden(APIError):
+    status = 403
+    type = "permission_error"
+    code = "permission_denied"
+
+
 class NotFound(APIError):
     status = 404
     type = "invalid_request_error"
@@ -76,9 +82,14 @@ class RateLimited(APIError):
     type = "rate_limit_error"
     code = "rate_limit_exceeded"
 
-    def __init__(self, message: str, *, retry_after: float, code: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, retry_after: float, code: str | None = None, limit: str = ""
+    ) -> None:
         seconds = max(1, math.ceil(retry_after - 1e-9))
-        super().__init__(message, code=code, headers={"Retry-After": str(seconds)})
+        headers = {"Retry-After": str(seconds)}
+        if limit:  # which of the tenant's limits: the message says it too, in words
+            headers["X-Overspill-Limit"] = limit
+        super().__init__(message, code=code, headers=headers)
         self.retry_after = retry_after
 
 

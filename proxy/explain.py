@@ -24,9 +24,8 @@ from policies.loader import PolicyError, load_policy
 from policies.model import Policy
 from policies.privacy import HEADER, Classification, UnknownLevel, classify
 from proxy.errors import APIError
+from proxy.gate import TENANT_HEADER
 from proxy.schema import Endpoint, ProxyRequest, parse_request
-
-TENANT_HEADER = "x-overspill-tenant"
 
 
 def explanation(

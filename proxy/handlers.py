@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,8 +16,9 @@ from starlette.types import Receive, Scope, Send
 
 from proxy.bodies import read_body
 from proxy.disconnect import DisconnectWatch
-from proxy.errors import APIError, BadRequest, InternalError, NotFound
+from proxy.errors import APIError, BadRequest, InternalError, NotFound, Unauthorized
 from proxy.explain import explanation
+from proxy.gate import TENANT_HEADER
 from proxy.pipeline import Pipeline
 from proxy.reply import Reply
 from proxy.schema import Endpoint, ProxyRequest, parse_request
@@ -179,10 +181,25 @@ async def admin_explain(request: Request) -> Response:
     raw = await read_body(request, services.policy.server.max_body_bytes)
     parsed = parse_request(endpoint, raw)  # type: ignore[arg-type]
     pipeline = services.pipeline
-    privacy = pipeline.classify(parsed, dict(request.headers))
+    headers = dict(request.headers)  # the tenant a request would name, without its key
+    tenant = pipeline.policy.tenant(headers.get(TENANT_HEADER, ""))
+    privacy = pipeline.classify(parsed, headers, tenant)
     prompt = pipeline.affinity.prompt(parsed, pipeline.policy.balancing)
     plan = pipeline.plan(parsed, privacy, prompt, remember=False)
     return json_response(explanation(parsed, privacy, plan))
+
+
+def _admin(handler: Callable[[Request], Awaitable[Response]]) -> Any:
+    """An admin endpoint: it needs an admin key when the policy has any ([auth] admin_keys)."""
+
+    async def guarded(request: Request) -> Response:
+        if not _services(request).pipeline.keys.is_admin(request.headers.get("authorization")):
+            raise Unauthorized(
+                "this admin endpoint needs an admin key: Authorization: Bearer <key>"
+            )
+        return await handler(request)
+
+    return guarded
 
 
 ROUTES = [
@@ -192,7 +209,7 @@ ROUTES = [
     Route("/v1/models", list_models, methods=["GET"]),
     Route("/healthz", healthz, methods=["GET"]),
     Route("/readyz", readyz, methods=["GET"]),
-    Route("/admin/status", admin_status, methods=["GET"]),
-    Route("/admin/reload", admin_reload, methods=["POST"]),
-    Route("/admin/explain", admin_explain, methods=["POST"]),
+    Route("/admin/status", _admin(admin_status), methods=["GET"]),
+    Route("/admin/reload", _admin(admin_reload), methods=["POST"]),
+    Route("/admin/explain", _admin(admin_explain), methods=["POST"]),
 ]

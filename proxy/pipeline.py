@@ -1,12 +1,14 @@
 """The request path, top to bottom: classify, plan, try targets in order, relay.
 
-  privacy = classify(...)            policies/privacy (pure)
-  plan = decide(...)                 policies/decide (pure): locals, cloud chain, last resorts
-  for target in plan.targets:        proxy/attempts: breaker, retries before the first byte
-      relay the answer               proxy/reply: chunk by chunk, or whole
-  cache lookup, coalescing         proxy/caching (cache/): a hit is replayed; identical requests
-                                   in flight share one upstream call; new answers are kept
-Steps still to come plug in here (docs/design.md): admission.
+tenant = identify(...), admit     proxy/gate: 401/403/429 before any work
+privacy = classify(...)            policies/privacy (pure)
+plan = decide(...)                 policies/decide (pure): locals, cloud chain, last resorts
+for target in plan.targets:        proxy/attempts: breaker, retries before the first byte
+    relay the answer               proxy/reply: chunk by chunk, or whole
+cache lookup, coalescing         proxy/caching (cache/): a hit is replayed; identical requests
+                                 in flight share one upstream call; new answers are kept
+identify, admit                  proxy/gate (policies/identity, policies/admission): who
+                                 calls, may that tenant start one more request now
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from dataclasses import dataclass, field
 
 from cache.store import Hit
 from policies.decide import RequestFacts, RoutingPlan, Target, decide, route_for
-from policies.model import Policy
+from policies.identity import KeyRing
+from policies.model import Policy, Tenant
 from policies.privacy import HEADER, Classification, UnknownLevel, classify
 from proxy.affinity import Affinity, Prompt
 from proxy.answer import Answer
@@ -31,11 +34,11 @@ from proxy.breaker import Breaker
 from proxy.caching import Answers, Head, Produced
 from proxy.cloud import Cloud
 from proxy.errors import BadRequest, ModelNotFound, NoBackend, UpstreamError, UpstreamUnavailable
+from proxy.gate import Gate, Ticket
 from proxy.reply import Reply
 from proxy.schema import ProxyRequest
 from proxy.upstream import Upstream
-
-TENANT_HEADER = "x-overspill-tenant"
+from proxy.usage import metered
 
 
 @dataclass
@@ -46,11 +49,13 @@ class Pipeline:
     cloud: Cloud
     rng: random.Random
     answers: Answers = field(default_factory=Answers)
+    gate: Gate = field(default_factory=Gate)
     affinity: Affinity = field(default_factory=Affinity)
     breakers: dict[str, Breaker] = field(default_factory=dict)
     saturated: dict[str, frozenset[str]] = field(default_factory=dict)  # hysteresis per model
 
     def __post_init__(self) -> None:
+        self.keys = KeyRing.of(self.policy)
         self._auth = {
             backend.name: {"authorization": f"Bearer {os.environ.get(backend.api_key_env, '')}"}
             for backend in self.policy.backends
@@ -59,8 +64,9 @@ class Pipeline:
         for name in [b.name for b in self.policy.backends] + [c.name for c in self.policy.clouds]:
             self.breakers.setdefault(name, Breaker(self.policy.breaker))
 
-    def classify(self, request: ProxyRequest, headers: dict[str, str]) -> Classification:
-        tenant = self.policy.tenant(headers.get(TENANT_HEADER, ""))
+    def classify(
+        self, request: ProxyRequest, headers: dict[str, str], tenant: Tenant | None
+    ) -> Classification:
         try:
             return classify(self.policy.privacy, header=headers.get(HEADER), body=request.body,
                             tenant=tenant)  # fmt: skip
@@ -101,17 +107,33 @@ class Pipeline:
     async def run(
         self, request: ProxyRequest, reply: Reply, request_id: str, headers: dict[str, str]
     ) -> None:
-        privacy = self.classify(request, headers)
+        identity = self.gate.identify(self.policy, self.keys, headers)
+        tenant = self.policy.tenant(identity.tenant)
+        self.gate.allow_model(tenant, request.model)
+        reply.note_tenant(identity.tenant)
+        with self.gate.admitted(tenant, request.token_estimate) as ticket:
+            await self._answer(request, reply, request_id, headers, identity.tenant, ticket)
+
+    async def _answer(
+        self,
+        request: ProxyRequest,
+        reply: Reply,
+        request_id: str,
+        headers: dict[str, str],
+        tenant: str,
+        ticket: Ticket,
+    ) -> None:
+        privacy = self.classify(request, headers, self.policy.tenant(tenant))
         prompt = self.affinity.prompt(request, self.policy.balancing)
         plan = self.plan(request, privacy, prompt)
         reply.note(plan.reasons, privacy.level)
-        # Scoped by the tenant the request names, known or not: two names never share answers.
-        tenant = headers.get(TENANT_HEADER, "")
+        # Scoped by the tenant, declared or merely named: two names never share answers.
         caching = self.answers.caching(self.policy, request, privacy.level, tenant,
                                        headers.get("cache-control", ""))  # fmt: skip
         found = await self.answers.lookup(caching)
         if isinstance(found, Hit):
             reply.note_cache(f"hit-{found.kind}", "")
+            ticket.use(0)  # nothing computed: a hit costs no tokens
             await reply.deliver(*self.answers.serve_hit(found, request))
             return
         reply.note_cache(caching.plan.status, caching.plan.why)
@@ -121,6 +143,10 @@ class Pipeline:
             return self.answers.keep(caching, produced, found)
 
         async with self.answers.shared(caching, produce) as (head, chunks):
+            if head.status != 200:
+                ticket.use(0)  # an error computed nothing worth charging
+            else:
+                chunks = metered(chunks, head.stream, request.prompt_estimate, ticket.use)
             await reply.deliver(head, chunks)
 
     async def _produce(

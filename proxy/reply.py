@@ -34,6 +34,9 @@ class Reply:
         self.state["reasons"] = list(reasons)
         self.state["privacy"] = privacy
 
+    def note_tenant(self, tenant: str) -> None:
+        self.state["tenant"] = tenant
+
     def note_cache(self, status: str, why: str) -> None:
         self.cache = status
         self.state["cache"] = f"{status}: {why}" if why else status

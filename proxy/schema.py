@@ -39,16 +39,21 @@ class ProxyRequest:
 
     @property
     def token_estimate(self) -> int:
-        """Prompt tokens (about 4 characters each) plus the answer's budget: the request's work
-        in tokens, for predicting waits (an estimate: the engine's own count comes later)."""
-        text = orjson.dumps(self.body.get("messages") or self.body.get("prompt") or "")
+        """Prompt tokens plus the answer's budget: the request's work in tokens, for predicting
+        waits and charging rate limits (an estimate: the engine's own count comes later)."""
         limit = self.body.get("max_completion_tokens") or self.body.get("max_tokens")
         answer = (
             limit
             if isinstance(limit, int) and not isinstance(limit, bool)
             else DEFAULT_ANSWER_TOKENS
         )
-        return len(text) // 4 + answer
+        return self.prompt_estimate + answer
+
+    @property
+    def prompt_estimate(self) -> int:
+        """Prompt tokens, at about 4 characters each."""
+        text = orjson.dumps(self.body.get("messages") or self.body.get("prompt") or "")
+        return len(text) // 4
 
     def upstream_body(self, upstream_model: str) -> bytes:
         if upstream_model == self.model:

@@ -64,7 +64,7 @@ class Services:
             if breaker.settings == policy.breaker
         }
         self.pipeline = Pipeline(policy, self.backends, self.upstream, old.cloud, old.rng,
-                                 old.answers, old.affinity, breakers,
+                                 old.answers, old.gate, old.affinity, breakers,
                                  dict(old.saturated))  # fmt: skip
         self.policy = policy
 

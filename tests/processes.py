@@ -63,11 +63,11 @@ def backend_toml(name: str, kind: str, url: str, models: dict[str, str] | None =
 
 
 @contextlib.contextmanager
-def proxy(config: str, *args: str) -> Iterator[Child]:
+def proxy(config: str, *args: str, env: dict[str, str] | None = None) -> Iterator[Child]:
     """`overspill serve` on a free port with `config` (TOML text) as its configuration."""
     with tempfile.TemporaryDirectory(prefix="overspill-test-") as folder:
         path = Path(folder) / "overspill.toml"
         path.write_text(config)
         command = overspill_command("serve", "--config", str(path), "--port", "0", *args)
-        with running(command, env={"TEST_CLOUD_KEY": TEST_CLOUD_KEY}) as p:
+        with running(command, env={"TEST_CLOUD_KEY": TEST_CLOUD_KEY, **(env or {})}) as p:
             yield p

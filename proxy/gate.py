@@ -1,0 +1,79 @@
+"""The door every request passes: which tenant it is, and whether that tenant may start one more
+request now. Holds each tenant's buckets and requests in flight across policy reloads; the
+decisions are policies/identity and policies/admission (pure).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from policies.admission import Refusal, TenantLoad, admit, charged, settle
+from policies.identity import Identity, KeyRing, Unidentified, WrongTenant, identify
+from policies.model import Limits, Policy, Tenant
+from proxy.errors import Forbidden, RateLimited, Unauthorized
+
+TENANT_HEADER = "x-overspill-tenant"
+
+
+@dataclass
+class Ticket:
+    """One admitted request: what it was charged, and what it turned out to use."""
+
+    charge: int
+    used: int | None = None
+
+    def use(self, tokens: int | None) -> None:
+        self.used = tokens
+
+
+@dataclass
+class Gate:
+    clock: Callable[[], float] = time.monotonic
+    refused: Counter[str] = field(default_factory=Counter)  # by limit: the metrics read it
+    _loads: dict[str, TenantLoad] = field(default_factory=dict)
+
+    def identify(self, policy: Policy, ring: KeyRing, headers: dict[str, str]) -> Identity:
+        try:
+            return identify(policy, ring, headers.get("authorization"),
+                            headers.get(TENANT_HEADER, ""))  # fmt: skip
+        except Unidentified as error:
+            self.refused["api_key"] += 1
+            raise Unauthorized(str(error)) from error
+        except WrongTenant as error:
+            self.refused["api_key"] += 1
+            raise Forbidden(str(error), code="wrong_tenant") from error
+
+    def allow_model(self, tenant: Tenant | None, model: str) -> None:
+        if tenant is not None and tenant.models is not None and model not in tenant.models:
+            self.refused["models"] += 1
+            allowed = ", ".join(tenant.models) or "none"
+            raise Forbidden(f"tenant {tenant.name!r} may not use model {model!r} (allowed: "
+                            f"{allowed})", param="model", code="model_not_allowed")  # fmt: skip
+
+    @contextmanager
+    def admitted(self, tenant: Tenant | None, tokens: int) -> Iterator[Ticket]:
+        """Admit the request for its tenant's limits or raise RateLimited; on exit, the request
+        leaves the in-flight count and its charge becomes what it used."""
+        if tenant is None or tenant.limits == Limits():
+            yield Ticket(tokens)
+            return
+        limits, name = tenant.limits, tenant.name
+        verdict = admit(self._loads.get(name, TenantLoad()), limits, name, tokens, self.clock())
+        if isinstance(verdict, Refusal):
+            self.refused[verdict.limit] += 1
+            raise RateLimited(verdict.message, retry_after=verdict.retry_after_s,
+                              limit=verdict.limit)  # fmt: skip
+        self._loads[name] = verdict
+        ticket = Ticket(charged(limits, tokens))
+        try:
+            yield ticket
+        finally:
+            load = self._loads.get(name, TenantLoad())
+            self._loads[name] = settle(load, limits, ticket.charge, ticket.used, self.clock())
+
+    def load(self, tenant: str) -> TenantLoad:
+        return self._loads.get(tenant, TenantLoad())

@@ -1,0 +1,211 @@
+"""Tenants through the real proxy: API keys (401/403), allowed models, and per-tenant limits
+(429 with Retry-After and the limit named) while another tenant goes on unaffected. Real
+processes: a simulator behind the proxy, driven by the official openai SDK and httpx."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+
+import httpx
+import openai
+import pytest
+
+from policies.apikeys import digest
+from tests.processes import FAST_ENGINE, Process, backend_toml, proxy, sim
+
+ACME_KEY = "sk-acme-0123456789"  # declared by its SHA-256
+GLOBEX_KEY = "sk-globex-abcdef"  # declared by an environment variable
+ADMIN_KEY = "sk-admin-42"
+MODEL = ("--model", "sim-model")
+
+
+def config(engine: str, tenants: str, auth: str = "", cache: bool = False) -> str:
+    return (f"[server]\nprobe_interval_s = 0.2\n{backend_toml('local', 'vllm', engine)}"
+            f"[cache]\nenabled = {str(cache).lower()}\n{auth}{tenants}")  # fmt: skip
+
+
+KEYED = f"""
+[[tenants]]
+name = "acme"
+api_keys = ["sha256:{digest(ACME_KEY)}"]
+models = ["sim-model"]
+
+[[tenants]]
+name = "globex"
+api_keys = ["env:GLOBEX_KEY"]
+"""
+
+
+@contextlib.contextmanager
+def stack(
+    tenants: str,
+    auth: str = "",
+    engine_args: tuple[str, ...] = (*FAST_ENGINE, *MODEL),
+    cache: bool = False,
+) -> Iterator[Process]:
+    with sim(*engine_args) as engine, proxy(config(engine.url, tenants, auth, cache),
+                                            env={"GLOBEX_KEY": GLOBEX_KEY}) as p:  # fmt: skip
+        yield p
+
+
+def client(url: str, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=url + "/v1", api_key=key, max_retries=0)
+
+
+def chat(
+    url: str, key: str = "", tenant: str = "", max_tokens: int = 8, **extra: object
+) -> httpx.Response:
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    if tenant:
+        headers["x-overspill-tenant"] = tenant
+    body: dict[str, object] = {"model": "sim-model",
+                               "messages": [{"role": "user", "content": "hello"}]}  # fmt: skip
+    if max_tokens:
+        body["max_tokens"] = max_tokens
+    body.update(extra)
+    return httpx.post(url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
+
+
+def openai_error(response: httpx.Response) -> dict[str, object]:
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    return dict(error)
+
+
+# --- keys -----------------------------------------------------------------------------------
+
+
+def test_required_keys_admit_the_sdk_with_a_declared_key_and_refuse_the_rest() -> None:
+    with stack(KEYED, "[auth]\nrequire_keys = true\n") as p:
+        answer = client(p.url, ACME_KEY).chat.completions.create(
+            model="sim-model", messages=[{"role": "user", "content": "hi"}], max_tokens=4
+        )
+        assert answer.choices[0].message.content
+        assert chat(p.url, GLOBEX_KEY).status_code == 200  # the env-declared key
+        with pytest.raises(openai.AuthenticationError) as refused:
+            client(p.url, "sk-not-ours").chat.completions.create(
+                model="sim-model", messages=[{"role": "user", "content": "hi"}]
+            )
+        assert refused.value.status_code == 401
+        missing = chat(p.url)
+        assert missing.status_code == 401
+        assert "Authorization: Bearer" in str(openai_error(missing)["message"])
+        named = chat(p.url, tenant="acme")  # a header alone is no key
+        assert named.status_code == 401
+
+
+def test_a_key_of_one_tenant_cannot_act_as_another() -> None:
+    with stack(KEYED) as p:
+        response = chat(p.url, ACME_KEY, tenant="globex")
+        assert response.status_code == 403
+        error = openai_error(response)
+        assert error["code"] == "wrong_tenant"
+        assert "acme" in str(error["message"])
+
+
+def test_optional_keys_still_protect_the_tenants_that_have_them() -> None:
+    """Without require_keys, SDK dummy keys pass, undeclared tenants may be named, but a
+    tenant with keys cannot be claimed by header alone."""
+    with stack(KEYED + '\n[[tenants]]\nname = "open"\n') as p:
+        assert chat(p.url, "sk-dummy").status_code == 200
+        assert chat(p.url, "sk-dummy", tenant="open").status_code == 200
+        assert chat(p.url, tenant="someone-new").status_code == 200
+        assert chat(p.url, tenant="acme").status_code == 401
+        assert chat(p.url, ACME_KEY, tenant="acme").status_code == 200
+
+
+def test_a_tenant_may_use_only_its_models() -> None:
+    tenants = KEYED.replace('models = ["sim-model"]', 'models = ["other-model"]')
+    with stack(tenants) as p:
+        response = chat(p.url, ACME_KEY)
+        assert response.status_code == 403
+        error = openai_error(response)
+        assert (error["code"], error["param"]) == ("model_not_allowed", "model")
+        assert chat(p.url, GLOBEX_KEY).status_code == 200
+
+
+def test_admin_endpoints_need_the_admin_key_when_one_is_set() -> None:
+    auth = f'[auth]\nadmin_keys = ["sha256:{digest(ADMIN_KEY)}"]\n'
+    with stack(KEYED, auth) as p:
+        assert httpx.get(p.url + "/admin/status").status_code == 401
+        tenant_key = {"authorization": f"Bearer {ACME_KEY}"}
+        assert httpx.get(p.url + "/admin/status", headers=tenant_key).status_code == 401
+        admin = {"authorization": f"Bearer {ADMIN_KEY}"}
+        assert httpx.get(p.url + "/admin/status", headers=admin).status_code == 200
+        assert httpx.get(p.url + "/healthz").status_code == 200  # probes stay open
+        assert httpx.get(p.url + "/metrics").status_code == 200
+
+
+# --- limits ---------------------------------------------------------------------------------
+
+
+def test_a_tenant_over_its_request_rate_gets_429_with_retry_after_and_others_do_not() -> None:
+    tenants = KEYED.replace('name = "acme"', 'name = "acme"\nrequests_per_minute = 3')
+    with stack(tenants) as p:
+        started = time.monotonic()
+        assert [chat(p.url, ACME_KEY).status_code for _ in range(3)] == [200, 200, 200]
+        refused = chat(p.url, ACME_KEY)
+        elapsed = time.monotonic() - started
+        assert refused.status_code == 429
+        assert refused.headers["x-overspill-limit"] == "requests_per_minute"
+        # One request refills every 20 s; the three took `elapsed` of that already.
+        retry_after = int(refused.headers["retry-after"])
+        assert 20 - elapsed - 1 <= retry_after <= 20
+        error = openai_error(refused)
+        assert error["type"] == "rate_limit_error"
+        assert "3 requests per minute" in str(error["message"])
+        assert "acme" in str(error["message"])
+        # meanwhile, another tenant is served
+        assert [chat(p.url, GLOBEX_KEY).status_code for _ in range(5)] == [200] * 5
+        with pytest.raises(openai.RateLimitError):
+            client(p.url, ACME_KEY).chat.completions.create(
+                model="sim-model", messages=[{"role": "user", "content": "hi"}]
+            )
+
+
+def test_the_token_rate_is_charged_by_estimate_and_corrected_by_usage() -> None:
+    """1,000 tokens a minute, requests without max_tokens (estimated at prompt + 256) whose
+    answers use about 20: the estimate alone would admit three, the corrections let every one
+    through; a request that asks for 900 more than the minute has left is refused."""
+    tenants = KEYED.replace('name = "acme"', 'name = "acme"\ntokens_per_minute = 1000')
+    with stack(tenants, engine_args=(*FAST_ENGINE, *MODEL, "--output-tokens", "10")) as p:
+        statuses = [chat(p.url, ACME_KEY, max_tokens=0).status_code for _ in range(8)]
+        assert statuses == [200] * 8
+        big = chat(p.url, ACME_KEY, max_tokens=900)  # charged ~910 on a ~840 level: refused
+        assert big.status_code == 429
+        assert big.headers["x-overspill-limit"] == "tokens_per_minute"
+        assert "1000 tokens per minute" in str(openai_error(big)["message"])
+        assert 1 <= int(big.headers["retry-after"]) <= 10
+
+
+def test_answers_from_the_cache_cost_no_tokens() -> None:
+    """The first answer uses ~410 of 1,000 tokens; the repeats are cache hits, free: charged
+    at their estimate (~410 each), the third would already be refused."""
+    tenants = KEYED.replace('name = "acme"', 'name = "acme"\ntokens_per_minute = 1000')
+    with stack(tenants, cache=True) as p:
+        responses = [chat(p.url, ACME_KEY, max_tokens=400, temperature=0) for _ in range(6)]
+        assert [r.status_code for r in responses] == [200] * 6
+        assert [r.headers["x-overspill-cache"] for r in responses[1:]] == ["hit-exact"] * 5
+
+
+def test_concurrent_requests_beyond_the_cap_are_refused() -> None:
+    tenants = KEYED.replace('name = "acme"', 'name = "acme"\nmax_concurrent = 2')
+    slow = ("--decode-base-ms", "100", *MODEL, "--output-tokens", "10")
+
+    async def burst(url: str) -> list[int]:
+        async with httpx.AsyncClient(timeout=30) as session:
+            body = {"model": "sim-model", "messages": [{"role": "user", "content": "x"}],
+                    "max_tokens": 10}  # fmt: skip
+            headers = {"authorization": f"Bearer {ACME_KEY}"}
+            responses = await asyncio.gather(*(
+                session.post(url + "/v1/chat/completions", json=body, headers=headers)
+                for _ in range(5)
+            ))  # fmt: skip
+            return sorted(r.status_code for r in responses)
+
+    with stack(tenants, engine_args=slow) as p:
+        assert asyncio.run(burst(p.url)) == [200, 200, 429, 429, 429]
+        assert chat(p.url, ACME_KEY).status_code == 200  # the slots were given back
