@@ -5,7 +5,7 @@
    saturation.py). Usable ones are ranked by least outstanding work (a warm Ollama instance
    first, ties at random).
 2. The cloud chain, in the route's order, keeps only the targets the request's privacy level
-   allows and whose breakers are not open.
+   allows and whose breakers are not open; none for a tenant past its cloud budget.
 3. Order: usable locals, then the cloud chain, then saturated locals as a last resort. When no
    local is usable the request overflows: the cloud chain comes first. A request the cloud may
    not take is served by a saturated local if its predicted wait fits the route's deadline, and
@@ -32,6 +32,7 @@ class RequestFacts:
     # prompt tokens each replica is believed to hold in its KV cache (cache/prefix.py)
     prefix: Mapping[str, int] = field(default_factory=dict)
     turn: int = 0  # this request's number, for round robin
+    no_cloud: str = ""  # why the cloud is closed to this request beyond privacy (its budget)
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,9 @@ def _cloud_chain(
     reasons: list[str],
 ) -> list[Target]:
     level = policy.privacy.level(facts.privacy)
+    if facts.no_cloud and route.cloud:
+        reasons.append(facts.no_cloud)
+        return []
     chain = []
     for name in route.cloud:
         if not level.allows(name):

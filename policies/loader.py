@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from policies.apikeys import FORMS, declared_digest
+from policies.budget import PERIODS
 from policies.model import (
     BACKEND_KINDS,
     STRATEGIES,
@@ -150,6 +151,8 @@ TENANT = {
     "tokens_per_minute": Spec(int, "an integer", None, _positive),
     "max_concurrent": Spec(int, "an integer", None, _positive),
     "models": Spec(list, "a list of public model names", None),
+    "cloud_budget_usd": Spec(NUMBER, "a number of US dollars", None, _non_negative),
+    "budget_period": Spec(str, "hour, day, week or month", "day", _one_of(*PERIODS)),
 }
 AUTH = {
     "require_keys": Spec(bool, "true or false", False),

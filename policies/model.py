@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from policies.budget import Period
+
 BackendKind = Literal["vllm", "ollama", "openai"]
 BACKEND_KINDS: tuple[BackendKind, ...] = ("vllm", "ollama", "openai")
 
@@ -185,6 +187,9 @@ class Tenant:
     api_keys: tuple[str, ...] = ()  # SHA-256 hex digests of its keys: the keys are never kept
     limits: Limits = field(default_factory=Limits)
     models: tuple[str, ...] | None = None  # the public models it may use; None: every one
+    # Past this spend (litellm's prices) in the calendar period (UTC), the cloud is closed to it
+    cloud_budget_usd: float | None = None
+    budget_period: Period = "day"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ fetch a price list at start without LITELLM_LOCAL_MODEL_COST_MAP, which is set h
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +47,7 @@ class CloudAnswer:
     cost: float = 0.0
     usage: dict[str, Any] = field(default_factory=dict)
     on_usage: Any = None  # called with a stream's final usage, to price it
+    show_usage: bool = True  # False: the client did not ask for the usage chunk
 
     @property
     def status(self) -> int:
@@ -65,6 +66,10 @@ class CloudAnswer:
                 usage = getattr(chunk, "usage", None)
                 if usage is not None and self.on_usage is not None:
                     self.on_usage(usage)
+                if usage is not None and not self.show_usage:
+                    if not getattr(chunk, "choices", None):
+                        continue  # the usage chunk the client did not ask for
+                    chunk = chunk.model_copy(update={"usage": None})
                 yield b"data: " + chunk.model_dump_json(exclude_none=True).encode() + b"\n\n"
             yield b"data: [DONE]\n\n"
         except Exception as exc:
@@ -90,11 +95,21 @@ class Cloud:
         return self._module
 
     async def open(
-        self, target: CloudTarget, request: ProxyRequest, request_id: str
+        self,
+        target: CloudTarget,
+        request: ProxyRequest,
+        request_id: str,
+        charge: Callable[[float], None] = lambda usd: None,
     ) -> CloudAnswer:
+        """`charge` is called with the answer's cost once known (a stream's at its end)."""
         params = {k: v for k, v in request.body.items() if k not in _DROPPED}
         params.update(model=target.model, stream=request.stream, num_retries=0, max_retries=0,
                       drop_params=True, extra_headers={"X-Request-ID": request_id})  # fmt: skip
+        asked = _asks_usage(request.body)
+        if request.stream:  # always priced: the usage chunk is asked for, and hidden if unasked
+            options = request.body.get("stream_options")
+            params["stream_options"] = {**(options if isinstance(options, dict) else {}),
+                                        "include_usage": True}  # fmt: skip
         if target.api_base:
             params["api_base"] = target.api_base
         if target.api_key_env:
@@ -111,18 +126,20 @@ class Cloud:
         if request.stream:
 
             def price(usage: Any) -> None:
-                self._price_stream(target, usage)
+                charge(self._price_stream(target, usage))
 
-            return CloudAnswer(target.name, True, source=result, on_usage=price)
+            return CloudAnswer(target.name, True, source=result, on_usage=price,
+                               show_usage=asked)  # fmt: skip
         payload = result.model_dump(exclude_none=True)
         cost = self._cost(result)
         self.spent += cost
+        charge(cost)
         return CloudAnswer(target.name, False, orjson.dumps(payload), cost=cost,
                            usage=payload.get("usage") or {})  # fmt: skip
 
-    def _price_stream(self, target: CloudTarget, usage: Any) -> None:
-        """A stream is priced from its final usage chunk (sent when the client asked for it,
-        `stream_options.include_usage`); without one its cost stays unknown (0)."""
+    def _price_stream(self, target: CloudTarget, usage: Any) -> float:
+        """A stream is priced from its final usage chunk (always asked for upstream); a
+        provider that sends none leaves its cost unknown (0)."""
         try:
             prompt, completion = self.litellm.cost_per_token(
                 model=target.model,
@@ -130,14 +147,21 @@ class Cloud:
                 completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             )
         except Exception:  # an unpriced model: unknown cost, never a failed request
-            return
-        self.spent += float(prompt) + float(completion)
+            return 0.0
+        cost = float(prompt) + float(completion)
+        self.spent += cost
+        return cost
 
     def _cost(self, result: Any) -> float:
         try:
             return float(self.litellm.completion_cost(completion_response=result))
         except Exception:  # an unpriced model costs what we cannot know: 0, not a failed request
             return 0.0
+
+
+def _asks_usage(body: dict[str, Any]) -> bool:
+    options = body.get("stream_options")
+    return isinstance(options, dict) and bool(options.get("include_usage"))
 
 
 def _mapped(target: str, exc: Exception) -> APIError:

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from policies.admission import Refusal, TenantLoad, admit, charged, settle
+from policies.budget import Spend, added, current, exhausted
 from policies.identity import Identity, KeyRing, Unidentified, WrongTenant, identify
 from policies.model import Limits, Policy, Tenant
 from proxy.errors import Forbidden, RateLimited, Unauthorized
@@ -33,8 +34,10 @@ class Ticket:
 @dataclass
 class Gate:
     clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time  # budget periods are calendar ones
     refused: Counter[str] = field(default_factory=Counter)  # by limit: the metrics read it
     _loads: dict[str, TenantLoad] = field(default_factory=dict)
+    _spend: dict[str, Spend] = field(default_factory=dict)  # cloud spend in its period
 
     def identify(self, policy: Policy, ring: KeyRing, headers: dict[str, str]) -> Identity:
         try:
@@ -77,3 +80,20 @@ class Gate:
 
     def load(self, tenant: str) -> TenantLoad:
         return self._loads.get(tenant, TenantLoad())
+
+    def spend(self, tenant: Tenant | None, usd: float) -> None:
+        """A cloud answer for the tenant cost `usd` (litellm's prices)."""
+        if tenant is not None and usd > 0:
+            name = tenant.name
+            self._spend[name] = added(self._spend.get(name), usd, tenant.budget_period, self.wall())
+
+    def spent(self, tenant: Tenant) -> float:
+        return current(self._spend.get(tenant.name), tenant.budget_period, self.wall()).usd
+
+    def cloud_closed(self, tenant: Tenant | None) -> str:
+        """Why the cloud is closed to the tenant ("" when it is not): its budget is spent."""
+        if tenant is None or tenant.cloud_budget_usd is None:
+            return ""
+        spend = self._spend.get(tenant.name)
+        return exhausted(spend, tenant.cloud_budget_usd, tenant.budget_period, tenant.name,
+                         self.wall())  # fmt: skip

@@ -185,7 +185,7 @@ async def admin_explain(request: Request) -> Response:
     tenant = pipeline.policy.tenant(headers.get(TENANT_HEADER, ""))
     privacy = pipeline.classify(parsed, headers, tenant)
     prompt = pipeline.affinity.prompt(parsed, pipeline.policy.balancing)
-    plan = pipeline.plan(parsed, privacy, prompt, remember=False)
+    plan = pipeline.plan(parsed, privacy, prompt, remember=False, tenant=tenant)
     return json_response(explanation(parsed, privacy, plan))
 
 

@@ -80,6 +80,7 @@ class Pipeline:
         privacy: Classification,
         prompt: Prompt | None = None,
         remember: bool = True,
+        tenant: Tenant | None = None,
     ) -> RoutingPlan:
         """The routing plan; `remember=False` (explain) leaves the hysteresis memory alone."""
         snapshot = self.backends.snapshot()
@@ -93,7 +94,7 @@ class Pipeline:
             )
         turn = next(self.affinity.turns) if remember else 0  # explain leaves the turn alone
         facts = RequestFacts(request.model, privacy.level, request.token_estimate, prompt.held,
-                             turn)  # fmt: skip
+                             turn, self.gate.cloud_closed(tenant))  # fmt: skip
         now = time.monotonic()
         blocked = {
             n: b.last_failure or "open" for n, b in self.breakers.items() if not b.would_allow(now)
@@ -120,15 +121,16 @@ class Pipeline:
         reply: Reply,
         request_id: str,
         headers: dict[str, str],
-        tenant: str,
+        named: str,
         ticket: Ticket,
     ) -> None:
-        privacy = self.classify(request, headers, self.policy.tenant(tenant))
+        tenant = self.policy.tenant(named)  # None for a tenant only named, not declared
+        privacy = self.classify(request, headers, tenant)
         prompt = self.affinity.prompt(request, self.policy.balancing)
-        plan = self.plan(request, privacy, prompt)
+        plan = self.plan(request, privacy, prompt, tenant=tenant)
         reply.note(plan.reasons, privacy.level)
         # Scoped by the tenant, declared or merely named: two names never share answers.
-        caching = self.answers.caching(self.policy, request, privacy.level, tenant,
+        caching = self.answers.caching(self.policy, request, privacy.level, named,
                                        headers.get("cache-control", ""))  # fmt: skip
         found = await self.answers.lookup(caching)
         if isinstance(found, Hit):
@@ -139,7 +141,8 @@ class Pipeline:
         reply.note_cache(caching.plan.status, caching.plan.why)
 
         async def produce() -> Produced:
-            produced = await self._produce(request, plan, privacy.level, request_id, prompt)
+            produced = await self._produce(request, plan, privacy.level, request_id, prompt,
+                                           tenant)  # fmt: skip
             return self.answers.keep(caching, produced, found)
 
         async with self.answers.shared(caching, produce) as (head, chunks):
@@ -150,7 +153,13 @@ class Pipeline:
             await reply.deliver(head, chunks)
 
     async def _produce(
-        self, request: ProxyRequest, plan: RoutingPlan, level: str, request_id: str, prompt: Prompt
+        self,
+        request: ProxyRequest,
+        plan: RoutingPlan,
+        level: str,
+        request_id: str,
+        prompt: Prompt,
+        tenant: Tenant | None = None,
     ) -> Produced:
         """The first target in the plan that answers, retried as allowed; its answer's head and
         body. The body reports to the target's breaker, and releases its in-flight count, as it
@@ -164,7 +173,7 @@ class Pipeline:
             with contextlib.ExitStack() as held:  # released here unless the answer takes it
                 held.enter_context(self._in_flight(target, request))
                 try:
-                    opener = self._opener(request, target, request_id)
+                    opener = self._opener(request, target, request_id, tenant)
                     opened = await self._attempt(opener, target, deadline, prompt, request.stream)
                 except TargetRefused as refused:
                     failures.append(f"breaker open: {target.name} ({refused})")
@@ -242,10 +251,14 @@ class Pipeline:
         return contextlib.nullcontext()
 
     def _opener(
-        self, request: ProxyRequest, target: Target, request_id: str
+        self, request: ProxyRequest, target: Target, request_id: str, tenant: Tenant | None
     ) -> Callable[[], Awaitable[Answer]]:
+        def charge(usd: float) -> None:
+            self.gate.spend(tenant, usd)
+
         async def open_cloud() -> Answer:
-            return await self.cloud.open(self.policy.cloud(target.name), request, request_id)
+            cloud = self.policy.cloud(target.name)
+            return await self.cloud.open(cloud, request, request_id, charge)
 
         async def open_local() -> Answer:
             return await self._open_local(request, target, request_id)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from policies.decide import RequestFacts, RoutingPlan, Target, decide
 from policies.load import BackendLoad, LoadSnapshot
-from policies.model import Backend, BackendKind, Balancing, Policy
+from policies.model import Backend, BackendKind, Balancing, CloudTarget, Overflow, Policy, Route
 
 
 def decide_for(model: str, snapshot: LoadSnapshot, rng: random.Random) -> RoutingPlan:
@@ -360,3 +360,18 @@ def test_round_robin_skips_unusable_backends() -> None:
     backends = (load("a"), load("b", healthy=False), load("c"))
     orders = [names(balanced(*backends, strategy="round_robin", turn=t)) for t in range(2)]
     assert orders == [["a", "c"], ["c", "a"]]
+
+
+def test_a_tenant_past_its_budget_gets_no_cloud_target_and_is_told_why() -> None:
+    policy = Policy(
+        backends=(Backend("a", "vllm", "http://a:1", max_concurrency=1),),
+        clouds=(CloudTarget("mini", "openai/gpt-4o-mini"),),
+        routes=(Route("m", cloud=("mini",), overflow=Overflow(max_inflight_ratio=1.0)),),
+    )
+    busy = LoadSnapshot((load("a", in_flight=1),))
+    rng = random.Random(0)
+    overflowing = decide(RequestFacts("m"), policy, busy, rng)
+    assert [t.route for t in overflowing.targets] == ["cloud/mini", "local/a"]
+    closed = decide(RequestFacts("m", no_cloud="budget: tenant 'acme' spent it"), policy, busy, rng)
+    assert [t.route for t in closed.targets] == ["local/a"]  # waits for the saturated local
+    assert "budget: tenant 'acme' spent it" in closed.reasons

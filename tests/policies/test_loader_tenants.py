@@ -147,7 +147,7 @@ INVALID = {
         TENANT + "api_key = []\n",
         "tenants[0].api_key",
         "unknown key (expected one of name, privacy, api_keys, requests_per_minute, "
-        "tokens_per_minute, max_concurrent, models)",
+        "tokens_per_minute, max_concurrent, models, cloud_budget_usd, budget_period)",
     ),
     "the same key for two tenants": (
         f'{TENANT}api_keys = ["env:ACME_KEY"]\n\n[[tenants]]\nname = "u"\n'

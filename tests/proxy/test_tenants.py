@@ -209,3 +209,79 @@ def test_concurrent_requests_beyond_the_cap_are_refused() -> None:
     with stack(tenants, engine_args=slow) as p:
         assert asyncio.run(burst(p.url)) == [200, 200, 429, 429, 429]
         assert chat(p.url, ACME_KEY).status_code == 200  # the slots were given back
+
+
+# --- cloud budgets --------------------------------------------------------------------------
+
+CLOUD = ("--personality", "cloud", "--decode-base-ms", "1", "--output-tokens", "20")
+
+
+def budget_policy(engine: str, cloud: str, budget: float) -> str:
+    """Model "m" served only by the cloud (gpt-4o-mini's prices in litellm's tables)."""
+    return f"""
+[server]
+probe_interval_s = 0.2
+[retry]
+attempts = 1
+{backend_toml("local", "vllm", engine, {"sim-model": "sim-model"})}
+[[clouds]]
+name = "mini"
+model = "openai/gpt-4o-mini"
+api_base = "{cloud}/v1"
+api_key_env = "TEST_CLOUD_KEY"
+[[routes]]
+model = "m"
+cloud = ["mini"]
+[[tenants]]
+name = "acme"
+cloud_budget_usd = {budget}
+budget_period = "day"
+[[tenants]]
+name = "initech"
+cloud_budget_usd = {budget}
+[[tenants]]
+name = "globex"
+"""
+
+
+def cloud_received(cloud: Process) -> int:
+    return len(httpx.get(cloud.url + "/_sim/requests").json()["requests"])
+
+
+def test_a_tenant_past_its_cloud_budget_is_never_sent_to_the_cloud_again() -> None:
+    """Each answer costs about $0.000015 (gpt-4o-mini: ~15 prompt and 20 answer tokens); a
+    budget of $0.00004 runs out after three. Streams that did not ask for usage are priced too
+    (the proxy asks the provider for it) and still get no usage chunk."""
+    with sim(*FAST_ENGINE, *MODEL) as engine, sim(*CLOUD) as cloud, \
+            proxy(budget_policy(engine.url, cloud.url, 0.00004)) as p:  # fmt: skip
+        sdk = openai.OpenAI(base_url=p.url + "/v1", api_key="sk-dummy", max_retries=0,
+                            default_headers={"x-overspill-tenant": "acme"})  # fmt: skip
+        served, refusal = 0, None
+        for _ in range(10):
+            try:
+                stream = sdk.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "hello there"}], stream=True
+                )
+                chunks = list(stream)
+            except openai.APIStatusError as refused:
+                refusal = refused
+                break
+            assert all(chunk.usage is None for chunk in chunks)  # not asked, not shown
+            served += 1
+        assert refusal is not None
+        assert refusal.status_code == 503
+        assert "budget: tenant 'acme' spent" in refusal.message
+        assert 2 <= served <= 4
+        reached = cloud_received(cloud)
+        assert reached == served
+        for _ in range(5):  # closed for the rest of the day, streamed or not
+            assert chat(p.url, tenant="acme", model="m").status_code == 503
+        assert cloud_received(cloud) == reached
+        assert chat(p.url, tenant="globex", model="m").status_code == 200  # others still do
+        assert cloud_received(cloud) == reached + 1
+        reason = chat(p.url, tenant="acme", model="m").headers.get("x-overspill-reason", "")
+        assert reason.startswith("budget: tenant 'acme'")
+        # whole answers are priced as they come: 8-token answers cost ~$0.0000063, six fit
+        statuses = [chat(p.url, tenant="initech", model="m").status_code for _ in range(12)]
+        assert 5 <= statuses.count(200) <= 8
+        assert statuses == sorted(statuses)  # served until the budget ran out, then refused
