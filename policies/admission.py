@@ -1,10 +1,15 @@
 """May a tenant's request start now (pure)? Token buckets for requests and tokens per minute,
-and a cap on requests in flight. Each bucket holds one minute's worth and refills continuously.
+and a cap on requests in flight.
+
+A bucket refills continuously at the per-minute rate and holds `burst_s` seconds of it (at
+least one request): a tenant idle for a while may send a short burst, never a whole minute's
+worth at once, which would crowd the engines for everyone else (providers enforce per-minute
+limits over such short windows too).
 
 A request is charged its estimated tokens at admission (prompt plus the answer's budget) and
 corrected once its real usage is known, so a tenant that asks for 4096 tokens and uses 50 pays
-50. A request larger than a whole minute's worth waits for a full bucket rather than never
-starting, then leaves the bucket in debt: the tenant's long-run rate still holds.
+50. A request larger than the bucket waits for a full bucket rather than never starting, then
+leaves the bucket in debt: the tenant's long-run rate still holds.
 """
 
 from __future__ import annotations
@@ -17,19 +22,33 @@ _ROUNDING = 1e-9
 
 
 @dataclass(frozen=True)
+class Rate:
+    per_minute: int
+    burst_s: float
+
+    @property
+    def capacity(self) -> float:
+        return max(1.0, self.per_minute * self.burst_s / 60.0)
+
+    @property
+    def per_second(self) -> float:
+        return self.per_minute / 60.0
+
+
+@dataclass(frozen=True)
 class Bucket:
     level: float  # what may be spent now; negative after a correction left a debt
     at: float  # monotonic seconds of that level
 
-    def refilled(self, per_minute: int, now: float) -> Bucket:
-        level = min(float(per_minute), self.level + (now - self.at) * per_minute / 60.0)
+    def refilled(self, rate: Rate, now: float) -> Bucket:
+        level = min(rate.capacity, self.level + (now - self.at) * rate.per_second)
         return Bucket(level, now)
 
-    def wait_for(self, amount: float, per_minute: int) -> float:
+    def wait_for(self, amount: float, rate: Rate) -> float:
         """Seconds until `amount` is available (0 if it is, to float rounding: a client that
         waited exactly the Retry-After it was given must get in)."""
         missing = amount - self.level
-        return 0.0 if missing <= _ROUNDING else missing * 60.0 / per_minute
+        return 0.0 if missing <= _ROUNDING else missing / rate.per_second
 
 
 @dataclass(frozen=True)
@@ -53,6 +72,16 @@ class Refusal:
 CONCURRENCY_RETRY_S = 1.0
 
 
+def request_rate(limits: Limits) -> Rate | None:
+    per_minute = limits.requests_per_minute
+    return None if per_minute is None else Rate(per_minute, limits.burst_s)
+
+
+def token_rate(limits: Limits) -> Rate | None:
+    per_minute = limits.tokens_per_minute
+    return None if per_minute is None else Rate(per_minute, limits.burst_s)
+
+
 def admit(
     load: TenantLoad, limits: Limits, tenant: str, tokens: int, now: float
 ) -> TenantLoad | Refusal:
@@ -61,33 +90,31 @@ def admit(
         return Refusal("max_concurrent", CONCURRENCY_RETRY_S,
                        f"tenant {tenant!r} already has {load.in_flight} requests in flight, its "
                        f"limit (max_concurrent = {limits.max_concurrent})")  # fmt: skip
-    requests = _current(load.requests, limits.requests_per_minute, now)
-    waits = []
-    if requests is not None and limits.requests_per_minute is not None:
-        waits.append(("requests_per_minute", requests.wait_for(1, limits.requests_per_minute),
-                      f"{limits.requests_per_minute} requests per minute"))  # fmt: skip
-    tokens_bucket = _current(load.tokens, limits.tokens_per_minute, now)
-    charge = float(tokens)
-    if tokens_bucket is not None and limits.tokens_per_minute is not None:
-        charge = min(charge, float(limits.tokens_per_minute))
-        waits.append(("tokens_per_minute", tokens_bucket.wait_for(charge, limits.tokens_per_minute),
-                      f"{limits.tokens_per_minute} tokens per minute (this request: about "
+    waits: list[tuple[str, float, str]] = []
+    rate = request_rate(limits)
+    requests = _current(load.requests, rate, now)
+    if requests is not None and rate is not None:
+        waits.append(("requests_per_minute", requests.wait_for(1, rate),
+                      f"{rate.per_minute} requests per minute"))  # fmt: skip
+    rate = token_rate(limits)
+    budget = _current(load.tokens, rate, now)
+    charge = float(charged(limits, tokens))
+    if budget is not None and rate is not None:
+        waits.append(("tokens_per_minute", budget.wait_for(charge, rate),
+                      f"{rate.per_minute} tokens per minute (this request: about "
                       f"{tokens})"))  # fmt: skip
     limit, wait, what = max(waits, key=lambda w: w[1], default=("", 0.0, ""))
     if wait > 0:
         return Refusal(limit, wait, f"tenant {tenant!r} is over its limit of {what}; "
                                     f"retry in {wait:.1f} s")  # fmt: skip
-    return TenantLoad(
-        _spent(requests, 1.0),
-        _spent(tokens_bucket, charge),
-        load.in_flight + 1,
-    )
+    return TenantLoad(_spent(requests, 1.0), _spent(budget, charge), load.in_flight + 1)
 
 
 def charged(limits: Limits, tokens: int) -> int:
-    """What admission takes from the token bucket for an estimate of `tokens`."""
-    per_minute = limits.tokens_per_minute
-    return tokens if per_minute is None else min(tokens, per_minute)
+    """What admission takes from the token bucket for an estimate of `tokens`: at most what
+    the bucket holds."""
+    rate = token_rate(limits)
+    return tokens if rate is None else min(tokens, int(rate.capacity))
 
 
 def settle(
@@ -96,19 +123,20 @@ def settle(
     """The request ended: it leaves the in-flight count, and its token charge becomes what it
     used (None: unknown, the estimate stands)."""
     load = replace(load, in_flight=max(0, load.in_flight - 1))
-    if used is None or load.tokens is None or limits.tokens_per_minute is None:
+    rate = token_rate(limits)
+    if used is None or load.tokens is None or rate is None:
         return load
-    bucket = load.tokens.refilled(limits.tokens_per_minute, now)
-    level = min(float(limits.tokens_per_minute), bucket.level + charge - used)
+    bucket = load.tokens.refilled(rate, now)
+    level = min(rate.capacity, bucket.level + charge - used)
     return replace(load, tokens=Bucket(level, now))
 
 
-def _current(bucket: Bucket | None, per_minute: int | None, now: float) -> Bucket | None:
-    if per_minute is None:
+def _current(bucket: Bucket | None, rate: Rate | None, now: float) -> Bucket | None:
+    if rate is None:
         return None
-    if bucket is None:  # a tenant's first request: a full minute's worth
-        return Bucket(float(per_minute), now)
-    return bucket.refilled(per_minute, now)
+    if bucket is None:  # a tenant's first request: a full bucket
+        return Bucket(rate.capacity, now)
+    return bucket.refilled(rate, now)
 
 
 def _spent(bucket: Bucket | None, amount: float) -> Bucket | None:

@@ -33,6 +33,7 @@ class RequestFacts:
     prefix: Mapping[str, int] = field(default_factory=dict)
     turn: int = 0  # this request's number, for round robin
     no_cloud: str = ""  # why the cloud is closed to this request beyond privacy (its budget)
+    share: float = 1.0  # of each backend's overflow thresholds, for its priority class
 
 
 @dataclass(frozen=True)
@@ -124,9 +125,8 @@ def _split_locals(
             reasons.append(f"breaker open: {name} ({blocked[name]})")
         else:
             limit = policy.backend(name).max_concurrency
-            verdict = saturation(
-                backend, route.overflow, limit, facts.tokens, name in saturated_before
-            )
+            verdict = saturation(backend, route.overflow.scaled(facts.share), limit, facts.tokens,
+                                 name in saturated_before)  # fmt: skip
             if verdict.saturated:
                 reasons.append(f"saturated: {verdict.reason}")
                 saturated.append(backend)

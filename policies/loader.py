@@ -30,6 +30,8 @@ from policies.model import (
     Limits,
     Overflow,
     Policy,
+    Priorities,
+    Priority,
     Privacy,
     PrivacyLevel,
     RetrySettings,
@@ -150,9 +152,24 @@ TENANT = {
     "requests_per_minute": Spec(int, "an integer", None, _positive),
     "tokens_per_minute": Spec(int, "an integer", None, _positive),
     "max_concurrent": Spec(int, "an integer", None, _positive),
+    "burst_s": Spec(NUMBER, SECONDS, 10.0, _positive),
     "models": Spec(list, "a list of public model names", None),
     "cloud_budget_usd": Spec(NUMBER, "a number of US dollars", None, _non_negative),
     "budget_period": Spec(str, "hour, day, week or month", "day", _one_of(*PERIODS)),
+    "priority": Spec(str, "a priority class name", None),
+}
+PRIORITIES = {
+    "default": Spec(str, "a priority class name", None),
+    "aging_s": Spec(NUMBER, SECONDS, 30.0, _positive),
+    "classes": Spec(list, "an array of {name, ...} tables", None),
+}
+PRIORITY = {
+    "name": Spec(str, "a string", check=_name),
+    "local_share": Spec(
+        NUMBER, "a number", 1.0, lambda v: None if 0 < v <= 1 else "must be in (0, 1]"
+    ),
+    "overflow": Spec(bool, "true or false", True),
+    "max_wait_s": Spec(NUMBER, SECONDS, 30.0, _non_negative),
 }
 AUTH = {
     "require_keys": Spec(bool, "true or false", False),
@@ -202,7 +219,7 @@ BALANCING = {
     "warm_wait_s": Spec(NUMBER, SECONDS, 0.0, _non_negative),
 }
 TOP_LEVEL = ("server", "timeouts", "backends", "clouds", "routes", "privacy", "tenants", "auth",
-             "breaker", "retry", "cache", "balancing")  # fmt: skip
+             "priorities", "breaker", "retry", "cache", "balancing")  # fmt: skip
 DEFAULT_LEVELS: tuple[PrivacyLevel, ...] = (PrivacyLevel("public"),)
 LIMIT_KEYS = tuple(f.name for f in fields(Limits))
 
@@ -247,6 +264,7 @@ class _PolicyReader(Reader):
         )
         self.unique([(f"clouds[{i}].name", c.name) for i, c in enumerate(clouds)], "cloud target")
         privacy = self.privacy(document, {c.name for c in clouds})
+        priorities = self.priorities(document)
         cache = self.cache(document)
         return Policy(
             server=Server(**self.table(document, "server", SERVER)),
@@ -257,8 +275,9 @@ class _PolicyReader(Reader):
                 document, {b.name for b in backends}, {c.name for c in clouds}, cache.rule
             ),
             privacy=privacy,
-            tenants=self.tenants(document, privacy),
+            tenants=self.tenants(document, privacy, priorities),
             auth=self.auth(document),
+            priorities=priorities,
             breaker=BreakerSettings(**self.table(document, "breaker", BREAKER)),
             retry=RetrySettings(**self.table(document, "retry", RETRY)),
             cache=cache,
@@ -368,8 +387,11 @@ class _PolicyReader(Reader):
         # a missing name is reported already
         return PrivacyLevel(values["name"] or "", cloud, values["cache"])
 
-    def tenants(self, document: dict[str, Any], privacy: Privacy) -> tuple[Tenant, ...]:
+    def tenants(
+        self, document: dict[str, Any], privacy: Privacy, priorities: Priorities
+    ) -> tuple[Tenant, ...]:
         names = {level.name for level in privacy.levels}
+        classes = {p.name for p in priorities.classes}
         tenants = []
         for path, entry in self.entries(document, "tenants"):
             values = self.fields(entry, path, TENANT)
@@ -377,6 +399,11 @@ class _PolicyReader(Reader):
                 known = ", ".join(sorted(names))
                 self.problem(
                     f"{path}.privacy", f"unknown level {values['privacy']!r} (levels: {known})"
+                )
+            if values["priority"] is not None and values["priority"] not in classes:
+                known = ", ".join(p.name for p in priorities.classes)
+                self.problem(
+                    f"{path}.priority", f"unknown class {values['priority']!r} (classes: {known})"
                 )
             limits = Limits(*(values.pop(key) for key in LIMIT_KEYS))
             keys = self.keys(values.pop("api_keys"), f"{path}.api_keys")
@@ -391,6 +418,25 @@ class _PolicyReader(Reader):
                     other = owners[key]
                     self.problem(f"tenants[{i}].api_keys", f"also a key of tenant {other!r}")
         return tuple(tenants)
+
+    def priorities(self, document: dict[str, Any]) -> Priorities:
+        values = self.table(document, "priorities", PRIORITIES)
+        classes: tuple[Priority, ...] = Priorities().classes
+        if values["classes"] is not None:
+            raw = values["classes"]
+            if not raw or not all(isinstance(entry, dict) for entry in raw):
+                self.problem("priorities.classes", "must be a non-empty array of tables")
+            else:
+                classes = tuple(Priority(**self.fields(entry, f"priorities.classes[{i}]", PRIORITY))
+                                for i, entry in enumerate(raw))  # fmt: skip
+                self.unique([(f"priorities.classes[{i}].name", p.name)
+                             for i, p in enumerate(classes)], "priority class")  # fmt: skip
+        default = values["default"] or classes[0].name
+        if default not in {p.name for p in classes}:
+            known = ", ".join(p.name for p in classes)
+            self.problem("priorities.default", f"unknown class {default!r} (classes: {known})")
+            default = classes[0].name
+        return Priorities(classes, default, values["aging_s"])
 
     def auth(self, document: dict[str, Any]) -> Auth:
         values = self.table(document, "auth", AUTH)

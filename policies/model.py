@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from policies.budget import Period
@@ -63,6 +63,19 @@ class Overflow:
     max_kv_cache_usage: float | None = None  # 0-1, the engine's KV-cache usage
     ttft_slo_s: float | None = None  # overflow when the predicted time to first token exceeds it
     hysteresis: float = 0.1  # a saturated backend is usable again below (1 - hysteresis) x limit
+
+    def scaled(self, share: float) -> Overflow:
+        """The thresholds a class with this share of the backends may use."""
+        if share == 1.0:
+            return self
+
+        def part(limit: float | None) -> float | None:
+            return None if limit is None else limit * share
+
+        waiting = None if self.max_waiting is None else int(self.max_waiting * share)
+        return replace(self, max_waiting=waiting, max_inflight_ratio=part(self.max_inflight_ratio),
+                       max_kv_cache_usage=part(self.max_kv_cache_usage),
+                       ttft_slo_s=part(self.ttft_slo_s))  # fmt: skip
 
 
 # The semantic similarity a hit needs by default, chosen on the labelled pairs in
@@ -169,15 +182,50 @@ class Privacy:
 
 
 @dataclass(frozen=True)
+class Priority:
+    """A class of requests. Classes are listed most urgent first."""
+
+    name: str
+    # The share of each local backend's overflow thresholds this class may use: at 0.75, a
+    # batch request finds a backend saturated at 75% of what an interactive one may use, so the
+    # rest stays free for the more urgent class.
+    local_share: float = 1.0
+    overflow: bool = True  # may go to the cloud when locals are saturated (privacy permitting)
+    # The longest it may wait in the proxy's queue for a local backend; 0: no proxy queue (it is
+    # sent to a saturated engine, whose own queue holds it). Past it: 429 on arrival when the
+    # predicted wait is longer, 503 if it waited that long after all.
+    max_wait_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class Priorities:
+    classes: tuple[Priority, ...] = (Priority("interactive"),)
+    default: str = "interactive"
+    aging_s: float = 30.0  # every aging_s waited lifts a request one class: nothing starves
+
+    def rank(self, name: str) -> int:
+        return [p.name for p in self.classes].index(name)
+
+    def of(self, name: str) -> Priority:
+        return self.classes[self.rank(name)]
+
+
+@dataclass(frozen=True)
 class Limits:
-    """A tenant's share of the engines. Rates are token buckets that hold one minute's worth, so
-    a tenant idle for a minute may burst that much at once."""
+    """A tenant's share of the engines. Rates are token buckets that refill continuously and
+    hold burst_s seconds' worth: a tenant idle for a while may send that much at once."""
 
     requests_per_minute: int | None = None
     # Prompt tokens plus the answer's budget, estimated at admission and corrected from the
     # usage the answer reports. A cache hit computes nothing and costs nothing.
     tokens_per_minute: int | None = None
     max_concurrent: int | None = None  # requests in flight at once
+    burst_s: float = 10.0
+
+    @property
+    def limiting(self) -> bool:
+        return any(v is not None for v in (self.requests_per_minute, self.tokens_per_minute,
+                                            self.max_concurrent))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -190,6 +238,7 @@ class Tenant:
     # Past this spend (litellm's prices) in the calendar period (UTC), the cloud is closed to it
     cloud_budget_usd: float | None = None
     budget_period: Period = "day"
+    priority: str | None = None  # its requests' class (they may ask for a lower one, not higher)
 
 
 @dataclass(frozen=True)
@@ -230,6 +279,7 @@ class Policy:
     privacy: Privacy = field(default_factory=Privacy)
     tenants: tuple[Tenant, ...] = ()
     auth: Auth = field(default_factory=Auth)
+    priorities: Priorities = field(default_factory=Priorities)
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
     retry: RetrySettings = field(default_factory=RetrySettings)
     cache: CacheSettings = field(default_factory=CacheSettings)

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import orjson
@@ -111,6 +111,7 @@ class Backends:
         self.upstream = upstream
         self.interval = interval
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self.on_free: Callable[[], None] = lambda: None  # a request left a backend
 
     async def start(self) -> None:
         """Probe everything once (so the first requests see real state), then keep probing."""
@@ -160,6 +161,7 @@ class Backends:
             monitor.in_flight -= 1
             monitor.work_in_flight -= tokens
             monitor.meter.add(time.monotonic(), tokens, busy=monitor.in_flight > 0)
+            self.on_free()
 
     async def _probe_forever(self, monitor: BackendMonitor, probe_first: bool) -> None:
         if probe_first:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from policies.admission import Refusal, TenantLoad, admit, charged, settle
 from policies.budget import Spend, added, current, exhausted
 from policies.identity import Identity, KeyRing, Unidentified, WrongTenant, identify
-from policies.model import Limits, Policy, Tenant
+from policies.model import Policy, Tenant
 from proxy.errors import Forbidden, RateLimited, Unauthorized
 
 TENANT_HEADER = "x-overspill-tenant"
@@ -61,7 +61,7 @@ class Gate:
     def admitted(self, tenant: Tenant | None, tokens: int) -> Iterator[Ticket]:
         """Admit the request for its tenant's limits or raise RateLimited; on exit, the request
         leaves the in-flight count and its charge becomes what it used."""
-        if tenant is None or tenant.limits == Limits():
+        if tenant is None or not tenant.limits.limiting:
             yield Ticket(tokens)
             return
         limits, name = tenant.limits, tenant.name

@@ -182,10 +182,10 @@ async def admin_explain(request: Request) -> Response:
     parsed = parse_request(endpoint, raw)  # type: ignore[arg-type]
     pipeline = services.pipeline
     headers = dict(request.headers)  # the tenant a request would name, without its key
-    tenant = pipeline.policy.tenant(headers.get(TENANT_HEADER, ""))
-    privacy = pipeline.classify(parsed, headers, tenant)
+    caller = pipeline.caller(parsed, headers, headers.get(TENANT_HEADER, ""))
+    privacy = pipeline.classify(parsed, headers, caller.tenant)
     prompt = pipeline.affinity.prompt(parsed, pipeline.policy.balancing)
-    plan = pipeline.plan(parsed, privacy, prompt, remember=False, tenant=tenant)
+    plan = pipeline.plan(parsed, privacy, prompt, remember=False, caller=caller)
     return json_response(explanation(parsed, privacy, plan))
 
 

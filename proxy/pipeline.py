@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from cache.store import Hit
 from policies.decide import RequestFacts, RoutingPlan, Target, decide, route_for
 from policies.identity import KeyRing
-from policies.model import Policy, Tenant
+from policies.model import Policy, Priority, Tenant
+from policies.priority import HEADER as PRIORITY_HEADER
+from policies.priority import UnknownPriority, priority_of
 from policies.privacy import HEADER, Classification, UnknownLevel, classify
 from proxy.affinity import Affinity, Prompt
 from proxy.answer import Answer
@@ -39,6 +41,17 @@ from proxy.reply import Reply
 from proxy.schema import ProxyRequest
 from proxy.upstream import Upstream
 from proxy.usage import metered
+from proxy.waiting import Ask, Turn, WaitingRoom
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who asks, and how urgently."""
+
+    named: str  # the tenant's name ("" for none): scopes the cache even when not declared
+    tenant: Tenant | None  # the declared tenant, if it is one
+    priority: Priority
+    why_priority: str = "policy default"
 
 
 @dataclass
@@ -52,7 +65,9 @@ class Pipeline:
     gate: Gate = field(default_factory=Gate)
     affinity: Affinity = field(default_factory=Affinity)
     breakers: dict[str, Breaker] = field(default_factory=dict)
-    saturated: dict[str, frozenset[str]] = field(default_factory=dict)  # hysteresis per model
+    # hysteresis per model and priority class (each class has its own share of the backends)
+    saturated: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    room: WaitingRoom = field(default_factory=WaitingRoom)
 
     def __post_init__(self) -> None:
         self.keys = KeyRing.of(self.policy)
@@ -63,6 +78,17 @@ class Pipeline:
         }
         for name in [b.name for b in self.policy.backends] + [c.name for c in self.policy.clouds]:
             self.breakers.setdefault(name, Breaker(self.policy.breaker))
+        self.backends.on_free = self.room.wake
+
+    def caller(self, request: ProxyRequest, headers: dict[str, str], named: str) -> Caller:
+        tenant = self.policy.tenant(named)  # None for a tenant only named, not declared
+        priorities = self.policy.priorities
+        try:
+            chosen = priority_of(priorities, headers.get(PRIORITY_HEADER), request.body, tenant)
+        except UnknownPriority as error:
+            param = "metadata.priority" if error.source == "metadata.priority" else None
+            raise BadRequest(str(error), param=param, code="unknown_priority") from error
+        return Caller(named, tenant, priorities.of(chosen.name), chosen.reason)
 
     def classify(
         self, request: ProxyRequest, headers: dict[str, str], tenant: Tenant | None
@@ -80,9 +106,15 @@ class Pipeline:
         privacy: Classification,
         prompt: Prompt | None = None,
         remember: bool = True,
-        tenant: Tenant | None = None,
+        caller: Caller | None = None,
+        hysteresis: bool = True,
     ) -> RoutingPlan:
-        """The routing plan; `remember=False` (explain) leaves the hysteresis memory alone."""
+        """The routing plan; `remember=False` (explain) leaves the hysteresis memory alone;
+        `hysteresis=False` judges saturation by the thresholds alone (a waiter asking whether
+        there is room now: hysteresis keeps traffic from flapping to the cloud and back, and at
+        max_concurrency 1 it would never see room again)."""
+        priority = caller.priority if caller else self.policy.priorities.of(
+            self.policy.priorities.default)  # fmt: skip
         snapshot = self.backends.snapshot()
         prompt = prompt or Prompt([], {}, {})
         route = route_for(self.policy, request.model)
@@ -93,16 +125,20 @@ class Pipeline:
                 f"The model `{request.model}` does not exist. Available: {available}", param="model"
             )
         turn = next(self.affinity.turns) if remember else 0  # explain leaves the turn alone
+        no_cloud = self.gate.cloud_closed(caller.tenant if caller else None)
+        if not priority.overflow:
+            no_cloud = no_cloud or f"priority {priority.name}: never overflows to the cloud"
         facts = RequestFacts(request.model, privacy.level, request.token_estimate, prompt.held,
-                             turn, self.gate.cloud_closed(tenant))  # fmt: skip
+                             turn, no_cloud, priority.local_share)  # fmt: skip
         now = time.monotonic()
         blocked = {
             n: b.last_failure or "open" for n, b in self.breakers.items() if not b.would_allow(now)
         }
-        plan = decide(facts, self.policy, snapshot, self.rng, blocked,
-                      self.saturated.get(request.model, frozenset()))  # fmt: skip
+        memory = (request.model, priority.name)
+        before = self.saturated.get(memory, frozenset()) if hysteresis else frozenset()
+        plan = decide(facts, self.policy, snapshot, self.rng, blocked, before)
         if remember:
-            self.saturated[request.model] = plan.saturated
+            self.saturated[memory] = plan.saturated
         return plan
 
     async def run(
@@ -124,11 +160,12 @@ class Pipeline:
         named: str,
         ticket: Ticket,
     ) -> None:
-        tenant = self.policy.tenant(named)  # None for a tenant only named, not declared
-        privacy = self.classify(request, headers, tenant)
+        caller = self.caller(request, headers, named)
+        privacy = self.classify(request, headers, caller.tenant)
         prompt = self.affinity.prompt(request, self.policy.balancing)
-        plan = self.plan(request, privacy, prompt, tenant=tenant)
+        plan = self.plan(request, privacy, prompt, caller=caller)
         reply.note(plan.reasons, privacy.level)
+        reply.note_priority(caller.priority.name)
         # Scoped by the tenant, declared or merely named: two names never share answers.
         caching = self.answers.caching(self.policy, request, privacy.level, named,
                                        headers.get("cache-control", ""))  # fmt: skip
@@ -141,8 +178,14 @@ class Pipeline:
         reply.note_cache(caching.plan.status, caching.plan.why)
 
         async def produce() -> Produced:
-            produced = await self._produce(request, plan, privacy.level, request_id, prompt,
-                                           tenant)  # fmt: skip
+            turn = await self._wait_turn(request, plan, privacy, prompt, caller)
+            current = plan if turn is None else self.plan(request, privacy, prompt, caller=caller)
+            try:
+                produced = await self._produce(request, current, privacy.level, request_id,
+                                               prompt, caller.tenant, turn)  # fmt: skip
+            finally:
+                if turn is not None:
+                    turn.taken()
             return self.answers.keep(caching, produced, found)
 
         async with self.answers.shared(caching, produce) as (head, chunks):
@@ -152,6 +195,37 @@ class Pipeline:
                 chunks = metered(chunks, head.stream, request.prompt_estimate, ticket.use)
             await reply.deliver(head, chunks)
 
+    async def _wait_turn(
+        self,
+        request: ProxyRequest,
+        plan: RoutingPlan,
+        privacy: Classification,
+        prompt: Prompt,
+        caller: Caller,
+    ) -> Turn | None:
+        """Wait in the waiting room when the plan can only send the request to a saturated
+        local backend (and its class has a queue); None when it need not wait."""
+        first = plan.targets[0] if plan.targets else None
+        priority = caller.priority
+        if first is None or first.kind != "local" or first.name not in plan.saturated:
+            return None
+        if priority.max_wait_s <= 0:
+            return None  # no proxy queue for this class: the engine's own queue holds it
+
+        def ready() -> bool:
+            fresh = self.plan(request, privacy, prompt, remember=False, caller=caller,
+                              hysteresis=False)  # fmt: skip
+            usable = fresh.targets[0] if fresh.targets else None
+            return usable is not None and usable.kind == "local" and (
+                usable.name not in fresh.saturated)  # fmt: skip
+
+        route = route_for(self.policy, request.model)
+        max_wait = min(priority.max_wait_s, route.deadline_s or priority.max_wait_s)
+        priorities = self.policy.priorities
+        ask = Ask(request.model, priority.name, priorities.rank(priority.name), max_wait,
+                  priorities.aging_s)  # fmt: skip
+        return await self.room.wait(ask, ready)
+
     async def _produce(
         self,
         request: ProxyRequest,
@@ -160,6 +234,7 @@ class Pipeline:
         request_id: str,
         prompt: Prompt,
         tenant: Tenant | None = None,
+        turn: Turn | None = None,
     ) -> Produced:
         """The first target in the plan that answers, retried as allowed; its answer's head and
         body. The body reports to the target's breaker, and releases its in-flight count, as it
@@ -172,6 +247,10 @@ class Pipeline:
                 continue  # decide() never plans this; checked again because it must never happen
             with contextlib.ExitStack() as held:  # released here unless the answer takes it
                 held.enter_context(self._in_flight(target, request))
+                if target.kind == "local":
+                    self.room.started(request.model)  # counted in flight: the next may go
+                    if turn is not None:
+                        turn.taken()
                 try:
                     opener = self._opener(request, target, request_id, tenant)
                     opened = await self._attempt(opener, target, deadline, prompt, request.stream)

@@ -27,6 +27,7 @@ class Reply:
     reasons: tuple[str, ...] = field(default_factory=tuple)
     privacy: str = ""
     cache: str = ""  # X-Overspill-Cache of an answer that did not come from the cache
+    priority: str = ""
 
     def note(self, reasons: tuple[str, ...], privacy: str) -> None:
         """Why the request goes where it goes: for the headers and the access log."""
@@ -36,6 +37,10 @@ class Reply:
 
     def note_tenant(self, tenant: str) -> None:
         self.state["tenant"] = tenant
+
+    def note_priority(self, priority: str) -> None:
+        self.priority = priority
+        self.state["priority"] = priority
 
     def note_cache(self, status: str, why: str) -> None:
         self.cache = status
@@ -50,6 +55,8 @@ class Reply:
             headers.append((b"x-overspill-reason", reason))
         if self.privacy:
             headers.append((b"x-overspill-privacy", self.privacy.encode()))
+        if self.priority:
+            headers.append((b"x-overspill-priority", self.priority.encode()))
         return headers
 
     async def deliver(self, head: Head, chunks: AsyncIterator[bytes]) -> None:

@@ -65,7 +65,7 @@ class Services:
         }
         self.pipeline = Pipeline(policy, self.backends, self.upstream, old.cloud, old.rng,
                                  old.answers, old.gate, old.affinity, breakers,
-                                 dict(old.saturated))  # fmt: skip
+                                 dict(old.saturated), old.room)  # fmt: skip
         self.policy = policy
 
     async def stop(self) -> None:
@@ -78,6 +78,7 @@ class Services:
         if self.cache_path is not None:
             await answers.save(self.cache_path)
         await answers.close()
+        await self.pipeline.room.close()
         await self.backends.stop()
         await self.upstream.close()
 

@@ -147,7 +147,8 @@ INVALID = {
         TENANT + "api_key = []\n",
         "tenants[0].api_key",
         "unknown key (expected one of name, privacy, api_keys, requests_per_minute, "
-        "tokens_per_minute, max_concurrent, models, cloud_budget_usd, budget_period)",
+        "tokens_per_minute, max_concurrent, burst_s, models, cloud_budget_usd, budget_period, "
+        "priority)",
     ),
     "the same key for two tenants": (
         f'{TENANT}api_keys = ["env:ACME_KEY"]\n\n[[tenants]]\nname = "u"\n'

@@ -143,7 +143,7 @@ def test_admin_endpoints_need_the_admin_key_when_one_is_set() -> None:
 
 
 def test_a_tenant_over_its_request_rate_gets_429_with_retry_after_and_others_do_not() -> None:
-    tenants = KEYED.replace('name = "acme"', 'name = "acme"\nrequests_per_minute = 3')
+    tenants = KEYED.replace('name = "acme"', 'name = "acme"\nrequests_per_minute = 3\nburst_s = 60')
     with stack(tenants) as p:
         started = time.monotonic()
         assert [chat(p.url, ACME_KEY).status_code for _ in range(3)] == [200, 200, 200]
@@ -170,7 +170,9 @@ def test_the_token_rate_is_charged_by_estimate_and_corrected_by_usage() -> None:
     """1,000 tokens a minute, requests without max_tokens (estimated at prompt + 256) whose
     answers use about 20: the estimate alone would admit three, the corrections let every one
     through; a request that asks for 900 more than the minute has left is refused."""
-    tenants = KEYED.replace('name = "acme"', 'name = "acme"\ntokens_per_minute = 1000')
+    tenants = KEYED.replace(
+        'name = "acme"', 'name = "acme"\ntokens_per_minute = 1000\nburst_s = 60'
+    )
     with stack(tenants, engine_args=(*FAST_ENGINE, *MODEL, "--output-tokens", "10")) as p:
         statuses = [chat(p.url, ACME_KEY, max_tokens=0).status_code for _ in range(8)]
         assert statuses == [200] * 8
@@ -184,7 +186,9 @@ def test_the_token_rate_is_charged_by_estimate_and_corrected_by_usage() -> None:
 def test_answers_from_the_cache_cost_no_tokens() -> None:
     """The first answer uses ~410 of 1,000 tokens; the repeats are cache hits, free: charged
     at their estimate (~410 each), the third would already be refused."""
-    tenants = KEYED.replace('name = "acme"', 'name = "acme"\ntokens_per_minute = 1000')
+    tenants = KEYED.replace(
+        'name = "acme"', 'name = "acme"\ntokens_per_minute = 1000\nburst_s = 60'
+    )
     with stack(tenants, cache=True) as p:
         responses = [chat(p.url, ACME_KEY, max_tokens=400, temperature=0) for _ in range(6)]
         assert [r.status_code for r in responses] == [200] * 6

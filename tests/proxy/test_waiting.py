@@ -1,0 +1,484 @@
+"""proxy/waiting.py: the waiting room, with plain asyncio code (no proxy process).
+
+The room's clock is a fake one, so urgencies (aging) and drain rates are exact; the timeouts
+(max_wait_s, the dispatcher's tick, the handover) are real time, so the waits are kept short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+from proxy.errors import Overloaded, RateLimited
+from proxy.waiting import HANDOVER_S, Ask, Turn, WaitingRoom
+
+INTERACTIVE, BATCH = 0, 1
+NAMES = {INTERACTIVE: "interactive", BATCH: "batch"}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+async def room(clock: Clock) -> AsyncIterator[WaitingRoom]:
+    room = WaitingRoom(clock)
+    yield room
+    await room.close()
+
+
+def ask(rank: int = INTERACTIVE, max_wait_s: float = 1.5, aging_s: float = 1000.0) -> Ask:
+    return Ask("m", NAMES[rank], rank, max_wait_s, aging_s)
+
+
+def never() -> bool:
+    return False
+
+
+def always() -> bool:
+    return True
+
+
+async def until(condition: Callable[[], bool], within_s: float = 1.0) -> None:
+    for _ in range(round(within_s / 0.005)):
+        if condition():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"not so within {within_s} s")
+
+
+async def cancel(*tasks: asyncio.Task[Turn]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def set_drain_rate(room: WaitingRoom, clock: Clock) -> None:
+    """Two starts one second apart, read at the second: 2 requests per second."""
+    clock.now = 0.0
+    room.started("m")
+    clock.now = 1.0
+    room.started("m")
+    assert room.drain_rate("m") == pytest.approx(2.0)
+
+
+@dataclass
+class Engine:
+    """Local engines with `free` slots: a waiter let in takes one, uses it, and gives it back."""
+
+    free: int
+    order: list[str] = field(default_factory=list)
+    holders: int = 0
+    most: int = 0
+    least_free: int = 1_000
+
+    def ready(self) -> bool:
+        return self.free > 0
+
+    async def use(
+        self, room: WaitingRoom, name: str, asked: Ask, take_after: float = 0.0, hold: float = 0.01
+    ) -> None:
+        turn = await room.wait(asked, self.ready)
+        self.order.append(name)
+        if take_after:
+            await asyncio.sleep(take_after)  # counted in flight only now
+        self.free -= 1
+        self.holders += 1
+        self.most = max(self.most, self.holders)
+        self.least_free = min(self.least_free, self.free)
+        turn.taken()
+        await asyncio.sleep(hold)
+        self.holders -= 1
+        self.free += 1
+        room.wake()
+
+
+# (a) a ready waiter
+
+
+async def test_a_waiter_that_would_find_a_usable_backend_gets_a_turn_at_once(
+    room: WaitingRoom,
+) -> None:
+    started = time.monotonic()
+    turn = await asyncio.wait_for(room.wait(ask(), always), 1.0)
+    assert isinstance(turn, Turn)
+    assert time.monotonic() - started < 0.5
+    turn.taken()
+    assert room.waiting("m") == 0
+    assert (room.refused, room.timed_out) == (0, 0)
+
+
+async def test_an_unknown_model_has_nobody_waiting_and_no_drain_rate(room: WaitingRoom) -> None:
+    assert room.waiting("nothing") == 0
+    assert room.drain_rate("nothing") is None
+
+
+async def test_a_waiter_waits_until_it_would_find_a_usable_backend(room: WaitingRoom) -> None:
+    engine = Engine(free=0)
+    task = asyncio.create_task(room.wait(ask(), engine.ready))
+    await until(lambda: room.waiting("m") == 1)
+    await asyncio.sleep(0.15)  # a few dispatcher ticks
+    assert not task.done()
+    engine.free = 1
+    room.wake()
+    turn = await asyncio.wait_for(task, 1.0)
+    turn.taken()
+    assert room.waiting("m") == 0
+
+
+# (b) classes
+
+
+async def test_an_interactive_waiter_goes_before_an_earlier_batch_one(
+    room: WaitingRoom, clock: Clock
+) -> None:
+    engine = Engine(free=0)
+    tasks = [asyncio.create_task(engine.use(room, f"batch{i}", ask(BATCH))) for i in (1, 2)]
+    await until(lambda: room.waiting("m") == 2)
+    clock.now = 1.0
+    tasks += [
+        asyncio.create_task(engine.use(room, f"interactive{i}", ask(INTERACTIVE))) for i in (1, 2)
+    ]
+    await until(lambda: room.waiting("m") == 4)
+    engine.free = 1
+    room.wake()
+    await asyncio.wait_for(asyncio.gather(*tasks), 1.5)
+    assert engine.order == ["interactive1", "interactive2", "batch1", "batch2"]
+    assert engine.most == 1
+    assert room.waiting("m") == 0
+
+
+async def test_waiters_of_one_class_go_in_order_of_arrival(room: WaitingRoom, clock: Clock) -> None:
+    engine = Engine(free=0)
+    tasks = []
+    for i in range(4):
+        clock.now = float(i)
+        tasks.append(asyncio.create_task(engine.use(room, f"w{i}", ask(BATCH))))
+        await until(lambda: room.waiting("m") == len(tasks))
+    engine.free = 1
+    room.wake()
+    await asyncio.wait_for(asyncio.gather(*tasks), 1.5)
+    assert engine.order == ["w0", "w1", "w2", "w3"]
+
+
+# (c) aging
+
+
+@pytest.mark.parametrize(
+    ("interactive_arrives", "released_at", "order"),
+    [
+        (0.5, 0.5, ["interactive", "batch"]),  # the batch one waited half an aging period
+        (5.0, 5.0, ["batch", "interactive"]),  # ... five aging periods: lifted past it
+        (0.0, 5.0, ["interactive", "batch"]),  # both waited as long: the class decides
+    ],
+    ids=["not aged enough", "aged past it", "aged alike"],
+)
+async def test_a_batch_waiter_that_waited_long_enough_goes_before_a_newer_interactive_one(
+    room: WaitingRoom,
+    clock: Clock,
+    interactive_arrives: float,
+    released_at: float,
+    order: list[str],
+) -> None:
+    engine = Engine(free=0)
+    batch = asyncio.create_task(engine.use(room, "batch", ask(BATCH, aging_s=1.0)))
+    await until(lambda: room.waiting("m") == 1)
+    clock.now = interactive_arrives
+    urgent = asyncio.create_task(engine.use(room, "interactive", ask(INTERACTIVE, aging_s=1.0)))
+    await until(lambda: room.waiting("m") == 2)
+    clock.now = released_at
+    engine.free = 1
+    room.wake()
+    await asyncio.wait_for(asyncio.gather(batch, urgent), 1.5)
+    assert engine.order == order
+
+
+# (d) never more than there is room for
+
+
+async def test_the_dispatcher_never_lets_in_more_than_there_is_room_for(
+    room: WaitingRoom,
+) -> None:
+    engine = Engine(free=2)
+    tasks = [asyncio.create_task(engine.use(room, f"w{i}", ask(), hold=0.1)) for i in range(6)]
+    await asyncio.wait_for(asyncio.gather(*tasks), 1.8)
+    assert sorted(engine.order) == [f"w{i}" for i in range(6)]
+    assert engine.most == 2  # both slots used, never a third
+    assert engine.least_free == 0
+    assert engine.free == 2
+
+
+EARLY_TAKEN = (
+    "BUG: wait()'s finally calls taken() on every turn it returns, not only on one whose waiter "
+    "left, so the dispatcher moves on before the caller is counted in flight"
+)
+
+
+async def test_the_dispatcher_never_lets_in_more_than_there_is_room_for_even_if_taken_late(
+    room: WaitingRoom,
+) -> None:
+    engine = Engine(free=2)
+    tasks = [
+        asyncio.create_task(engine.use(room, f"w{i}", ask(), take_after=0.05, hold=0.15))
+        for i in range(6)
+    ]
+    await asyncio.wait_for(asyncio.gather(*tasks), 1.8)
+    assert sorted(engine.order) == [f"w{i}" for i in range(6)]
+    assert engine.most == 2  # both slots used, never a third
+    assert engine.least_free == 0
+    assert engine.free == 2
+
+
+async def test_the_next_waiter_is_considered_only_once_the_last_one_is_taken(
+    room: WaitingRoom,
+) -> None:
+    first = asyncio.create_task(room.wait(ask(), always))
+    second = asyncio.create_task(room.wait(ask(), always))
+    turn = await asyncio.wait_for(first, 1.0)
+    await asyncio.sleep(0.2)  # ready() says yes all along, but the first is not counted yet
+    assert not second.done()
+    assert room.waiting("m") == 1
+    turn.taken()
+    (await asyncio.wait_for(second, 1.0)).taken()
+
+
+# (e) queue full
+
+
+async def test_a_waiter_with_too_many_ahead_is_refused_at_arrival_with_a_429(
+    room: WaitingRoom, clock: Clock
+) -> None:
+    set_drain_rate(room, clock)  # 2 per second
+    # predicted (ahead + 1) / 2 s; with max_wait_s 3 up to 5 ahead are let wait
+    waiters = [asyncio.create_task(room.wait(ask(max_wait_s=3.0), never)) for _ in range(6)]
+    await until(lambda: room.waiting("m") == 6)
+    assert room.refused == 0
+    with pytest.raises(RateLimited) as caught:
+        await room.wait(ask(max_wait_s=1.0), always)  # predicted 3.5 s
+    error = caught.value
+    assert error.status == 429
+    assert error.code == "queue_full"
+    assert error.headers == {"Retry-After": "3", "X-Overspill-Limit": "max_wait_s"}  # 2.5 s up
+    assert "predicted wait 3.5 s > max_wait_s 1" in error.message
+    assert room.refused == 1
+    assert room.waiting("m") == 6  # the refused one never joined
+    await cancel(*waiters)
+    assert room.waiting("m") == 0
+
+
+async def test_a_refused_waiter_is_told_to_retry_after_at_least_a_second(
+    room: WaitingRoom, clock: Clock
+) -> None:
+    set_drain_rate(room, clock)
+    waiters = [asyncio.create_task(room.wait(ask(max_wait_s=1.5), never)) for _ in range(2)]
+    await until(lambda: room.waiting("m") == 2)
+    with pytest.raises(RateLimited) as caught:
+        await room.wait(ask(max_wait_s=1.4), always)  # predicted 1.5 s: 0.1 s too long
+    assert caught.value.headers["Retry-After"] == "1"
+    await cancel(*waiters)
+
+
+async def test_less_urgent_waiters_do_not_count_ahead_of_an_interactive_newcomer(
+    room: WaitingRoom, clock: Clock
+) -> None:
+    set_drain_rate(room, clock)
+    batch = [asyncio.create_task(room.wait(ask(BATCH, max_wait_s=3.0), never)) for _ in range(6)]
+    await until(lambda: room.waiting("m") == 6)
+    with pytest.raises(RateLimited):
+        await room.wait(ask(BATCH, max_wait_s=1.0), always)  # 6 ahead: 3.5 s
+    urgent = asyncio.create_task(room.wait(ask(INTERACTIVE, max_wait_s=1.0), never))  # 0.5 s
+    await until(lambda: room.waiting("m") == 7)
+    assert room.refused == 1
+    await cancel(urgent, *batch)
+
+
+async def test_without_a_known_drain_rate_nobody_is_refused_at_arrival(room: WaitingRoom) -> None:
+    room.started("m")  # one start is too few for a rate
+    assert room.drain_rate("m") is None
+    waiters = [asyncio.create_task(room.wait(ask(max_wait_s=0.1 + i), never)) for i in range(10)]
+    await until(lambda: room.waiting("m") == 10)
+    assert room.refused == 0
+    await cancel(*waiters)
+    assert room.waiting("m") == 0
+
+
+async def test_the_drain_rate_counts_starts_over_the_time_since_the_first(
+    room: WaitingRoom, clock: Clock
+) -> None:
+    set_drain_rate(room, clock)
+    clock.now = 4.0
+    assert room.drain_rate("m") == pytest.approx(0.5)  # 2 starts in 4 s
+    room.started("m")
+    assert room.drain_rate("m") == pytest.approx(0.75)  # 3 in 4 s
+    clock.now = 32.0
+    room.started("m")  # the starts of 0 and 1 s fall out of the 30 s window
+    assert room.drain_rate("m") == pytest.approx(2 / 28)  # those of 4 and 32 s
+
+
+async def test_the_drain_rate_forgets_starts_older_than_the_window(
+    room: WaitingRoom, clock: Clock
+) -> None:
+    set_drain_rate(room, clock)
+    clock.now = 100.0
+    assert room.drain_rate("m") is None  # no start in the last 30 s: too few
+
+
+async def test_a_lone_waiter_is_not_refused_on_starts_older_than_the_window(
+    room: WaitingRoom, clock: Clock
+) -> None:
+    set_drain_rate(room, clock)
+    clock.now = 100.0
+    turn = await asyncio.wait_for(room.wait(ask(max_wait_s=30.0), always), 1.0)
+    turn.taken()
+
+
+async def test_a_waiter_let_in_counts_once_in_the_drain_rate(
+    room: WaitingRoom, clock: Clock
+) -> None:
+    room.started("m")  # a request that found a free engine at 0 s
+    clock.now = 1.0
+    turn = await asyncio.wait_for(room.wait(ask(), always), 1.0)
+    room.started("m")  # the waiter got its local engine (waited or not, started() says)
+    turn.taken()
+    clock.now = 2.0
+    unwaited = WaitingRoom(clock)  # the same two starts, neither of them waited
+    clock.now = 0.0
+    unwaited.started("m")
+    clock.now = 1.0
+    unwaited.started("m")
+    clock.now = 2.0
+    assert room.drain_rate("m") == unwaited.drain_rate("m")
+
+
+# (f) timeout
+
+
+async def test_a_waiter_that_waits_max_wait_s_is_refused_with_a_503(room: WaitingRoom) -> None:
+    started = time.monotonic()
+    with pytest.raises(Overloaded) as caught:
+        await room.wait(ask(max_wait_s=0.2), never)
+    assert 0.15 < time.monotonic() - started < 1.0
+    error = caught.value
+    assert error.status == 503
+    assert error.code == "queue_timeout"
+    assert error.headers == {"Retry-After": "1"}  # no drain rate: max_wait_s, at least 1 s
+    assert "waited 0.2 s (max_wait_s of priority 'interactive')" in error.message
+    assert room.waiting("m") == 0
+    assert room.timed_out == 1
+    assert room.refused == 0
+
+
+async def test_a_timed_out_waiter_leaves_the_others_waiting(room: WaitingRoom) -> None:
+    engine = Engine(free=0)
+    patient = asyncio.create_task(room.wait(ask(max_wait_s=1.5), engine.ready))
+    hasty = asyncio.create_task(room.wait(ask(max_wait_s=0.2), engine.ready))
+    with pytest.raises(Overloaded):
+        await asyncio.wait_for(hasty, 1.0)
+    assert room.waiting("m") == 1
+    engine.free = 1
+    room.wake()
+    (await asyncio.wait_for(patient, 1.0)).taken()
+    assert room.timed_out == 1
+
+
+# (g) cancelled waiters
+
+
+async def test_a_cancelled_waiter_leaves_the_queue_and_the_next_still_gets_its_turn(
+    room: WaitingRoom, clock: Clock
+) -> None:
+    engine = Engine(free=0)
+    gone = asyncio.create_task(room.wait(ask(INTERACTIVE), engine.ready))
+    await until(lambda: room.waiting("m") == 1)
+    clock.now = 1.0
+    next_one = asyncio.create_task(room.wait(ask(BATCH), engine.ready))
+    await until(lambda: room.waiting("m") == 2)
+    gone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert room.waiting("m") == 1
+    engine.free = 1
+    room.wake()
+    (await asyncio.wait_for(next_one, 1.0)).taken()
+    assert room.waiting("m") == 0
+    assert (room.refused, room.timed_out) == (0, 0)
+
+
+async def test_a_waiter_cancelled_as_it_is_let_in_hands_its_turn_back_at_once(
+    room: WaitingRoom, clock: Clock
+) -> None:
+    engine = Engine(free=0)
+    tasks: list[asyncio.Task[Turn]] = []
+
+    def ready_then_gone() -> bool:
+        if engine.ready():
+            tasks[0].cancel()  # its client leaves just as it is let in
+        return engine.ready()
+
+    tasks.append(asyncio.create_task(room.wait(ask(), ready_then_gone)))
+    await until(lambda: room.waiting("m") == 1)
+    clock.now = 1.0
+    tasks.append(asyncio.create_task(room.wait(ask(), engine.ready)))
+    await until(lambda: room.waiting("m") == 2)
+    started = time.monotonic()
+    engine.free = 1
+    room.wake()
+    turn = await asyncio.wait_for(tasks[1], 1.0)
+    assert time.monotonic() - started < HANDOVER_S / 2  # not held up by the handover timeout
+    turn.taken()
+    assert tasks[0].cancelled()
+    assert room.waiting("m") == 0
+
+
+# (h) close
+
+
+async def test_close_stops_the_dispatchers(room: WaitingRoom) -> None:
+    engine = Engine(free=0)
+    waiter = asyncio.create_task(room.wait(ask(max_wait_s=0.3), engine.ready))
+    await until(lambda: room.waiting("m") == 1)
+    await room.close()
+    assert all(task.done() for task in room._dispatchers.values())
+    engine.free = 1
+    room.wake()
+    with pytest.raises(Overloaded):  # nobody lets it in any more
+        await asyncio.wait_for(waiter, 1.0)
+    assert engine.free == 1
+    assert room.timed_out == 1
+
+
+async def test_closing_a_room_nobody_waited_in_does_nothing() -> None:
+    room = WaitingRoom()
+    await room.close()
+    await room.close()
+    assert room.waiting("m") == 0
+
+
+async def test_a_dispatcher_stops_by_itself_once_its_queue_is_empty(room: WaitingRoom) -> None:
+    (await asyncio.wait_for(room.wait(ask(), always), 1.0)).taken()
+    await until(lambda: room._dispatchers["m"].done())
+    (await asyncio.wait_for(room.wait(ask(), always), 1.0)).taken()  # a new one starts
+    assert room.waiting("m") == 0
+
+
+async def test_each_model_has_its_own_queue(room: WaitingRoom) -> None:
+    engine = Engine(free=0)
+    blocked = asyncio.create_task(room.wait(ask(), engine.ready))
+    await until(lambda: room.waiting("m") == 1)
+    other = Ask("other", "interactive", INTERACTIVE, 1.0, 1000.0)
+    (await asyncio.wait_for(room.wait(other, always), 1.0)).taken()
+    assert (room.waiting("m"), room.waiting("other")) == (1, 0)
+    await cancel(blocked)
