@@ -98,6 +98,7 @@ SERVER = {
     "max_body_bytes": Spec(int, "an integer", 4 * 1024 * 1024, _positive),
     "probe_interval_s": Spec(NUMBER, SECONDS, 1.0, _positive),
     "log_level": Spec(str, "a string", "info", _level),
+    "log_prompts": Spec(bool, "true or false", False),
 }
 TIMEOUTS = {
     name: Spec(NUMBER, SECONDS, default, _positive)

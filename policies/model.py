@@ -19,6 +19,9 @@ class Server:
     max_body_bytes: int = 4 * 1024 * 1024
     probe_interval_s: float = 1.0
     log_level: str = "info"
+    # Write each request's last user message into its log line: never for a privacy level
+    # that may not leave the building (cloud = "none").
+    log_prompts: bool = False
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from proxy.errors import APIError, InternalError, error_body
 from proxy.handlers import ROUTES, json_response
 from proxy.metrics import ServicesCollector, metrics
 from proxy.middleware import RequestContext
+from proxy.observe import Observer
 from proxy.services import Services
 
 log = logging.getLogger("overspill")
@@ -31,12 +32,17 @@ log = logging.getLogger("overspill")
 def build_app(policy: Policy, path: Path | None = None) -> ASGIApp:
     """The proxy; with `path`, the policy file is watched and reloaded (also on SIGHUP)."""
 
+    registry = CollectorRegistry(auto_describe=True)
+    observer = Observer(registry)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         services = await Services.start(policy)
         app.state.services = services
-        app.state.registry = CollectorRegistry(auto_describe=True)
-        app.state.registry.register(ServicesCollector(services))
+        app.state.registry = registry
+        collector = ServicesCollector(services)
+        registry.register(collector)
+        observer.policy = lambda: services.policy
         watching = None
         if path is not None:
             services.watcher = PolicyWatcher(path, services.apply)
@@ -48,6 +54,7 @@ def build_app(policy: Policy, path: Path | None = None) -> ASGIApp:
             if watching is not None:
                 watching.cancel()
             await services.stop()
+            registry.unregister(collector)
 
     app = Starlette(
         routes=[*ROUTES, Route("/metrics", metrics, methods=["GET"])],
@@ -58,7 +65,7 @@ def build_app(policy: Policy, path: Path | None = None) -> ASGIApp:
             Exception: _unexpected,
         },
     )
-    return RequestContext(app)
+    return RequestContext(app, observer.finished)
 
 
 def _on_sighup(callback: Callable[[], object]) -> None:

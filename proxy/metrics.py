@@ -1,7 +1,7 @@
 """GET /metrics: the proxy's state in Prometheus text format, read from Services at scrape time.
 
-A custom collector over the live objects (no second set of counters to keep in sync). Issue 7
-extends it with request histograms; low-cardinality labels only.
+A custom collector over the live objects (no second set of counters to keep in sync), beside the
+per-request counters and histograms of proxy/observe.py; low-cardinality labels only.
 """
 
 from __future__ import annotations
@@ -45,6 +45,28 @@ class ServicesCollector(Collector):
         cost.add_metric([], services.pipeline.cloud.spent)
         yield cost
         yield from self._cache()
+        yield from self._admission()
+
+    def _admission(self) -> Iterator[Metric]:
+        pipeline = self.services.pipeline
+        rejected = CounterMetricFamily(
+            "overspill_rejected_requests",
+            "Requests refused before any work, by the limit they hit.",
+            labels=["limit"],
+        )
+        refusals = {**pipeline.gate.refused, "max_wait_s": pipeline.room.refused,
+                    "queue_timeout": pipeline.room.timed_out}  # fmt: skip
+        for limit, count in sorted(refusals.items()):
+            rejected.add_metric([limit], count)
+        yield rejected
+        waiting = GaugeMetricFamily(
+            "overspill_queue_waiting",
+            "Requests waiting in the proxy for a local engine, by public model.",
+            labels=["model"],
+        )
+        for model in pipeline.room.models():
+            waiting.add_metric([model], pipeline.room.waiting(model))
+        yield waiting
 
     def _cache(self) -> Iterator[Metric]:
         answers = self.services.pipeline.answers

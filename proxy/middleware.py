@@ -1,4 +1,5 @@
-"""Pure ASGI middleware: a request ID on every response, and one access-log line per request.
+"""Pure ASGI middleware: a request ID on every response; each request timed (to its first body
+byte and to its end) and handed, with what the request path noted, to proxy/observe.py.
 
 Pure ASGI on purpose: Starlette's BaseHTTPMiddleware hides `http.disconnect` from the app, and
 the proxy must see a client leave to stop the engine's work.
@@ -6,19 +7,19 @@ the proxy must see a client leave to stop the engine's work.
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
+from collections.abc import Callable
 
-import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-log = logging.getLogger("overspill.access")
+from proxy.observe import Finished
 
 
 class RequestContext:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, finished: Callable[[Finished], None]) -> None:
         self.app = app
+        self.finished = finished
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -28,32 +29,23 @@ class RequestContext:
         state = scope.setdefault("state", {})
         state["request_id"] = request_id
         started = time.perf_counter()
-        status = 0
+        status, first_byte = 0, None
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status
+            nonlocal status, first_byte
             if message["type"] == "http.response.start":
                 status = message["status"]
                 message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
+            elif first_byte is None and message.get("body"):
+                first_byte = time.perf_counter() - started
             await send(message)
 
         try:
             await self.app(scope, receive, send_with_id)
         finally:
-            if log.isEnabledFor(logging.INFO):
-                log.info(
-                    orjson.dumps(
-                        {
-                            "request_id": request_id,
-                            "method": scope["method"],
-                            "path": scope["path"],
-                            "status": status,
-                            "route": state.get("route"),
-                            "error": state.get("error"),
-                            "ms": round((time.perf_counter() - started) * 1000, 2),
-                        }
-                    ).decode()
-                )
+            seconds = time.perf_counter() - started
+            self.finished(Finished(request_id, scope["method"], scope["path"], status, seconds,
+                                   first_byte, state))  # fmt: skip
 
 
 def _incoming_id(scope: Scope) -> str | None:

@@ -40,7 +40,7 @@ from proxy.gate import Gate, Ticket
 from proxy.reply import Reply
 from proxy.schema import ProxyRequest
 from proxy.upstream import Upstream
-from proxy.usage import metered
+from proxy.usage import Usage, metered
 from proxy.waiting import Ask, Turn, WaitingRoom
 
 
@@ -147,7 +147,9 @@ class Pipeline:
         identity = self.gate.identify(self.policy, self.keys, headers)
         tenant = self.policy.tenant(identity.tenant)
         self.gate.allow_model(tenant, request.model)
-        reply.note_tenant(identity.tenant)
+        reply.note_request(identity.tenant, request.model)
+        if self.policy.server.log_prompts:  # written only for levels that may leave (observe.py)
+            reply.state["prompt"] = _last_user_text(request.body)
         with self.gate.admitted(tenant, request.token_estimate) as ticket:
             await self._answer(request, reply, request_id, headers, identity.tenant, ticket)
 
@@ -178,7 +180,10 @@ class Pipeline:
         reply.note_cache(caching.plan.status, caching.plan.why)
 
         async def produce() -> Produced:
+            queued = time.monotonic()
             turn = await self._wait_turn(request, plan, privacy, prompt, caller)
+            if turn is not None:
+                reply.state["queued_s"] = round(time.monotonic() - queued, 4)
             current = plan if turn is None else self.plan(request, privacy, prompt, caller=caller)
             try:
                 produced = await self._produce(request, current, privacy.level, request_id,
@@ -192,7 +197,12 @@ class Pipeline:
             if head.status != 200:
                 ticket.use(0)  # an error computed nothing worth charging
             else:
-                chunks = metered(chunks, head.stream, request.prompt_estimate, ticket.use)
+
+                def used(usage: Usage | None) -> None:
+                    ticket.use(usage.total if usage else None)
+                    reply.note_usage(usage)
+
+                chunks = metered(chunks, head.stream, request.prompt_estimate, used)
             await reply.deliver(head, chunks)
 
     async def _wait_turn(
@@ -356,3 +366,14 @@ class Pipeline:
             self.backends[target.name].mark_down(error.message)
             self.affinity.index.forget(target.name)  # a restarted engine holds no prefix
             raise
+
+
+def _last_user_text(body: dict[str, object]) -> str:
+    """The question, for a log line: the last user message (or the prompt), at most 2,000
+    characters."""
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            if isinstance(message, dict) and message.get("role") == "user":
+                return str(message.get("content"))[:2000]
+    return str(body.get("prompt", ""))[:2000]

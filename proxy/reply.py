@@ -16,6 +16,7 @@ from starlette.types import Send
 from proxy.caching import Head
 from proxy.disconnect import DisconnectWatch
 from proxy.errors import APIError
+from proxy.usage import Usage
 
 
 @dataclass
@@ -35,8 +36,13 @@ class Reply:
         self.state["reasons"] = list(reasons)
         self.state["privacy"] = privacy
 
-    def note_tenant(self, tenant: str) -> None:
-        self.state["tenant"] = tenant
+    def note_request(self, tenant: str, model: str) -> None:
+        self.state["tenant"], self.state["model"] = tenant, model
+
+    def note_usage(self, usage: Usage | None) -> None:
+        """The tokens an engine or the cloud processed for this request (not a cache hit)."""
+        if usage is not None:
+            self.state["tokens_in"], self.state["tokens_out"] = usage.prompt, usage.completion
 
     def note_priority(self, priority: str) -> None:
         self.priority = priority

@@ -11,12 +11,24 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 
 import orjson
 
 from proxy.streaming import events
 
-Used = Callable[[int | None], None]  # called once, when the answer has passed: tokens or None
+
+@dataclass(frozen=True)
+class Usage:
+    prompt: int
+    completion: int
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.completion
+
+
+Used = Callable[[Usage | None], None]  # called once, when the answer has passed (None: unknown)
 
 
 def metered(
@@ -33,13 +45,14 @@ async def _metered_body(chunks: AsyncIterator[bytes], used: Used) -> AsyncIterat
                 parts.append(chunk)
                 yield chunk
     finally:
-        used(_total(_usage_of(b"".join(parts))))
+        used(_counted(_usage_of(b"".join(parts))))
 
 
 async def _metered_stream(
     chunks: AsyncIterator[bytes], prompt_estimate: int, used: Used
 ) -> AsyncIterator[bytes]:
-    pending, reported, pieces = b"", None, 0
+    pending, pieces = b"", 0
+    reported_usage: Usage | None = None
     try:
         async with contextlib.aclosing(chunks):  # type: ignore[type-var]
             async for chunk in chunks:
@@ -49,11 +62,11 @@ async def _metered_stream(
                     if payload == b"[DONE]":
                         continue
                     usage = _usage_of(payload) if b'"usage"' in payload else None
-                    reported = _total(usage) if usage else reported
+                    reported_usage = _counted(usage) or reported_usage
                     pieces += b'"content"' in payload or b'"text"' in payload
                 yield chunk
     finally:
-        used(reported if reported is not None else prompt_estimate + pieces)
+        used(reported_usage or Usage(prompt_estimate, pieces))
 
 
 def _usage_of(payload: bytes) -> dict[str, object] | None:
@@ -65,15 +78,12 @@ def _usage_of(payload: bytes) -> dict[str, object] | None:
     return usage if isinstance(usage, dict) else None
 
 
-def _total(usage: dict[str, object] | None) -> int | None:
+def _counted(usage: dict[str, object] | None) -> Usage | None:
     if usage is None:
         return None
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if isinstance(prompt, int) or isinstance(completion, int):
+        return Usage(prompt if isinstance(prompt, int) else 0,
+                     completion if isinstance(completion, int) else 0)  # fmt: skip
     total = usage.get("total_tokens")
-    if isinstance(total, int):
-        return total
-    parts = [usage.get("prompt_tokens"), usage.get("completion_tokens")]
-    return (
-        sum(p for p in parts if isinstance(p, int))
-        if any(isinstance(p, int) for p in parts)
-        else None
-    )
+    return Usage(total, 0) if isinstance(total, int) else None

@@ -69,6 +69,10 @@ class WaitingRoom:
     def waiting(self, model: str) -> int:
         return len(self._queues.get(model, ()))
 
+    def models(self) -> list[str]:
+        """The models that ever had a queue (for the metrics: their gauges stay, at zero)."""
+        return sorted(self._queues)
+
     def started(self, model: str) -> None:
         """A request for `model` got a local engine (waited or not): the drain rate's data."""
         starts = self._starts.setdefault(model, deque())

@@ -48,6 +48,7 @@ __all__ = [
     "ROOT",
     "Process",
     "backend_toml",
+    "cloud_toml",
     "overspill_command",
     "proxy",
     "running",
@@ -60,6 +61,12 @@ def backend_toml(name: str, kind: str, url: str, models: dict[str, str] | None =
     if models is not None:
         lines.append("models = { " + ", ".join(f'"{k}" = "{v}"' for k, v in models.items()) + " }")
     return "\n".join(lines) + "\n"
+
+
+def cloud_toml(name: str, url: str, model: str = "openai/gpt-4o-mini") -> str:
+    """A cloud target reached through litellm at a cloud-personality simulator (`url`)."""
+    return (f'[[clouds]]\nname = "{name}"\nmodel = "{model}"\napi_base = "{url}/v1"\n'
+            'api_key_env = "TEST_CLOUD_KEY"\n')  # fmt: skip
 
 
 @contextlib.contextmanager

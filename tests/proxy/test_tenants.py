@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from policies.apikeys import digest
-from tests.processes import FAST_ENGINE, Process, backend_toml, proxy, sim
+from tests.processes import FAST_ENGINE, Process, backend_toml, cloud_toml, proxy, sim
 
 ACME_KEY = "sk-acme-0123456789"  # declared by its SHA-256
 GLOBEX_KEY = "sk-globex-abcdef"  # declared by an environment variable
@@ -228,12 +228,7 @@ probe_interval_s = 0.2
 [retry]
 attempts = 1
 {backend_toml("local", "vllm", engine, {"sim-model": "sim-model"})}
-[[clouds]]
-name = "mini"
-model = "openai/gpt-4o-mini"
-api_base = "{cloud}/v1"
-api_key_env = "TEST_CLOUD_KEY"
-[[routes]]
+{cloud_toml("mini", cloud)}[[routes]]
 model = "m"
 cloud = ["mini"]
 [[tenants]]

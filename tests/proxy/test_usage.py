@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import orjson
 
-from proxy.usage import metered
+from proxy.usage import Usage, metered
 
 USAGE = {"prompt_tokens": 12, "completion_tokens": 30, "total_tokens": 42}
 
@@ -25,8 +25,8 @@ def delta(text: str) -> bytes:
     return event({"choices": [{"index": 0, "delta": {"content": text}}]})
 
 
-async def run(stream: bool, *parts: bytes) -> tuple[bytes, list[int | None]]:
-    used: list[int | None] = []
+async def run(stream: bool, *parts: bytes) -> tuple[bytes, list[Usage | None]]:
+    used: list[Usage | None] = []
     passed = b"".join([c async for c in metered(chunks_of(*parts), stream, 100, used.append)])
     return passed, used
 
@@ -35,7 +35,7 @@ async def test_a_whole_answer_reports_its_usage() -> None:
     body = orjson.dumps({"choices": [], "usage": USAGE})
     passed, used = await run(False, body[:10], body[10:])
     assert passed == body
-    assert used == [42]
+    assert used == [Usage(12, 30)]
 
 
 async def test_a_whole_answer_without_usage_is_unknown() -> None:
@@ -43,9 +43,14 @@ async def test_a_whole_answer_without_usage_is_unknown() -> None:
     assert (await run(False, b"not json"))[1] == [None]
 
 
+async def test_only_a_total_counts_as_prompt_tokens() -> None:
+    body = orjson.dumps({"usage": {"total_tokens": 9}})
+    assert (await run(False, body))[1] == [Usage(9, 0)]
+
+
 async def test_total_is_prompt_plus_completion_when_total_is_missing() -> None:
     body = orjson.dumps({"usage": {"prompt_tokens": 5, "completion_tokens": 7}})
-    assert (await run(False, body))[1] == [12]
+    assert (await run(False, body))[1] == [Usage(5, 7)]
 
 
 async def test_a_stream_reports_the_usage_chunk_even_cut_in_two() -> None:
@@ -53,13 +58,13 @@ async def test_a_stream_reports_the_usage_chunk_even_cut_in_two() -> None:
     parts = (delta("a"), delta("b"), usage[:15], usage[15:], b"data: [DONE]\n\n")
     passed, used = await run(True, *parts)
     assert passed == b"".join(parts)
-    assert used == [42]
+    assert used == [Usage(12, 30)]
 
 
 async def test_a_stream_without_usage_counts_its_content_chunks() -> None:
     parts = (event({"choices": [{"delta": {"role": "assistant"}}]}), delta("a"), delta("b"),
              delta("c"), b"data: [DONE]\n\n")  # fmt: skip
-    assert (await run(True, *parts))[1] == [100 + 3]  # the prompt estimate + 3 pieces
+    assert (await run(True, *parts))[1] == [Usage(100, 3)]  # the prompt estimate + 3 pieces
 
 
 async def test_closing_the_wrapper_closes_the_answer_it_wraps() -> None:
@@ -73,10 +78,10 @@ async def test_closing_the_wrapper_closes_the_answer_it_wraps() -> None:
         finally:
             closed.append(True)
 
-    used: list[int | None] = []
+    used: list[Usage | None] = []
     wrapped = metered(upstream(), True, 0, used.append)
     async with contextlib.aclosing(wrapped):  # type: ignore[type-var]
         async for _ in wrapped:
             break
     assert closed == [True]
-    assert used == [1]
+    assert used == [Usage(0, 1)]
