@@ -40,6 +40,7 @@ def build_app(policy: Policy, path: Path | None = None) -> ASGIApp:
         services = await Services.start(policy)
         app.state.services = services
         app.state.registry = registry
+        app.state.observer = observer
         collector = ServicesCollector(services)
         registry.register(collector)
         observer.policy = lambda: services.policy

@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any
 
 import orjson
@@ -19,6 +20,7 @@ from proxy.disconnect import DisconnectWatch
 from proxy.errors import APIError, BadRequest, InternalError, NotFound, Unauthorized
 from proxy.explain import explanation
 from proxy.gate import TENANT_HEADER
+from proxy.observe import Observer
 from proxy.pipeline import Pipeline
 from proxy.reply import Reply
 from proxy.schema import Endpoint, ProxyRequest, parse_request
@@ -132,8 +134,42 @@ async def admin_status(request: Request) -> Response:
                 "prefix_blocks_known": len(services.pipeline.affinity.index),
                 "waited_for_a_prefill": services.pipeline.affinity.waited,
             },
+            "routes": _routes(services),
+            "tenants": _tenants(services),
+            "cloud_spend_usd": round(services.pipeline.cloud.spent, 6),
         }
     )
+
+
+def _routes(services: Services) -> list[dict[str, Any]]:
+    room = services.pipeline.room
+    return [{"model": r.model, "local": list(r.local), "cloud": list(r.cloud),
+             "deadline_s": r.deadline_s, "waiting": room.waiting(r.model)}
+            for r in services.policy.routes]  # fmt: skip
+
+
+def _tenants(services: Services) -> list[dict[str, Any]]:
+    gate = services.pipeline.gate
+    return [{"name": t.name, "privacy": t.privacy, "priority": t.priority,
+             "keys": len(t.api_keys), "in_flight": gate.load(t.name).in_flight,
+             "requests_per_minute": t.limits.requests_per_minute,
+             "tokens_per_minute": t.limits.tokens_per_minute,
+             "cloud_budget_usd": t.cloud_budget_usd, "cloud_spent_usd": round(gate.spent(t), 6)}
+            for t in services.policy.tenants]  # fmt: skip
+
+
+async def admin_traffic(request: Request) -> Response:
+    """The last minutes of traffic and the last decisions, for the dashboard."""
+    observer: Observer = request.app.state.observer
+    return json_response(observer.recent.snapshot())
+
+
+async def dashboard(request: Request) -> Response:
+    """The admin page: static (no data in it, so no key needed to load it); its script asks
+    the admin endpoints, with the admin key when one is set."""
+    page = resources.files("proxy").joinpath("dashboard.html").read_bytes()
+    return Response(page, media_type="text/html; charset=utf-8",
+                    headers={"cache-control": "no-store"})  # fmt: skip
 
 
 def _cache_status(services: Services) -> dict[str, Any]:
@@ -209,7 +245,9 @@ ROUTES = [
     Route("/v1/models", list_models, methods=["GET"]),
     Route("/healthz", healthz, methods=["GET"]),
     Route("/readyz", readyz, methods=["GET"]),
+    Route("/admin", dashboard, methods=["GET"]),
     Route("/admin/status", _admin(admin_status), methods=["GET"]),
+    Route("/admin/traffic", _admin(admin_traffic), methods=["GET"]),
     Route("/admin/reload", _admin(admin_reload), methods=["POST"]),
     Route("/admin/explain", _admin(admin_explain), methods=["POST"]),
 ]

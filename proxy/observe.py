@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from policies.model import Policy
+from proxy.recent import Recent
 
 log = logging.getLogger("overspill.access")
 
@@ -75,6 +77,7 @@ class Observer:
                               ["decision"], buckets=BUCKETS, registry=registry)  # fmt: skip
         self.tokens = Counter("overspill_tokens", "Tokens engines and clouds processed.",
                               ["direction", "decision"], registry=registry)  # fmt: skip
+        self.recent = Recent()  # the dashboard's last minutes
         self.queued = Histogram("overspill_queue_wait_seconds",
                                 "Time requests waited in the waiting room for a local engine.",
                                 buckets=BUCKETS, registry=registry)  # fmt: skip
@@ -89,6 +92,13 @@ class Observer:
         kind = decision(done)
         policy = self.policy()
         state = done.state
+        reasons = [str(r) for r in (state.get("reasons") or [])][:3]
+        self.recent.add(str(state.get("model") or "?"), kind, {
+            "at": round(time.time(), 3), "request_id": done.request_id,
+            "tenant": state.get("tenant") or "", "model": state.get("model") or "",
+            "route": state.get("route") or "none", "decision": kind, "status": done.status,
+            "cache": state.get("cache") or "", "reasons": reasons,
+            "error": state.get("error") or "", "ms": round(done.seconds * 1000, 1)})  # fmt: skip
         self.requests.labels(kind, self._target(done, policy), reason_kind(state.get("reasons")),
                              self._tenant(state.get("tenant"), policy),
                              str(done.status)).inc()  # fmt: skip

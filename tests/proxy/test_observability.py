@@ -14,30 +14,16 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.processes import FAST_ENGINE, Process, backend_toml, cloud_toml, proxy, sim
+from tests.mix import mixed_policy
+from tests.processes import FAST_ENGINE, Process, proxy, sim
 
 CLOUD = ("--personality", "cloud", "--decode-base-ms", "1", "--output-tokens", "8")
 LOCAL, HITS, LIMITED, UNKNOWN, CLOUDED = 4, 3, 2, 2, 2
 
 
 def policy(engine: str, cloud: str, log_prompts: bool) -> str:
-    return f"""
-[server]
-probe_interval_s = 0.2
-log_prompts = {str(log_prompts).lower()}
-{backend_toml("local", "vllm", engine, {"m": "m"})}
-{cloud_toml("mini", cloud)}[[routes]]
-model = "hosted"
-cloud = ["mini"]
-[privacy]
-levels = [{{ name = "public" }}, {{ name = "restricted", cloud = "none" }}]
-[[tenants]]
-name = "acme"
-[[tenants]]
-name = "limited"
-requests_per_minute = 60
-burst_s = 1
-"""
+    levels = '[privacy]\nlevels = [{ name = "public" }, { name = "restricted", cloud = "none" }]'
+    return mixed_policy(engine, cloud, f"log_prompts = {str(log_prompts).lower()}", levels)
 
 
 @pytest.fixture(scope="module")
