@@ -12,6 +12,7 @@ import argparse
 import json
 import random
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -87,8 +88,24 @@ def run(args: argparse.Namespace) -> int:
     except (APIError, UnknownLevel) as error:
         print(f"overspill explain: {error}", file=sys.stderr)
         return 2
+    except urllib.error.HTTPError as error:  # the proxy's own OpenAI-shaped error
+        print(f"overspill explain: {args.proxy} answered {error.code}: {_message(error)}",
+              file=sys.stderr)  # fmt: skip
+        if error.code == 401:
+            print("  (pass the admin key: --header 'Authorization: Bearer <key>')", file=sys.stderr)
+        return 2
+    except urllib.error.URLError as error:
+        print(f"overspill explain: cannot reach {args.proxy}: {error.reason}", file=sys.stderr)
+        return 2
     print(json.dumps(result, indent=2))
     return 0
+
+
+def _message(error: urllib.error.HTTPError) -> str:
+    try:
+        return str(orjson.loads(error.read())["error"]["message"])
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return error.reason or "no message"
 
 
 def _ask_proxy(url: str, endpoint: str, body: bytes, headers: dict[str, str]) -> dict[str, Any]:

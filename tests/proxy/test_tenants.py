@@ -6,15 +6,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import openai
 import pytest
 
 from policies.apikeys import digest
-from tests.processes import FAST_ENGINE, Process, backend_toml, cloud_toml, proxy, sim
+from tests.processes import (
+    FAST_ENGINE,
+    ROOT,
+    Process,
+    backend_toml,
+    cloud_toml,
+    overspill_command,
+    proxy,
+    sim,
+)
 
 ACME_KEY = "sk-acme-0123456789"  # declared by its SHA-256
 GLOBEX_KEY = "sk-globex-abcdef"  # declared by an environment variable
@@ -127,7 +139,7 @@ def test_a_tenant_may_use_only_its_models() -> None:
         assert chat(p.url, GLOBEX_KEY).status_code == 200
 
 
-def test_admin_endpoints_need_the_admin_key_when_one_is_set() -> None:
+def test_admin_endpoints_need_the_admin_key_when_one_is_set(tmp_path: Path) -> None:
     auth = f'[auth]\nadmin_keys = ["sha256:{digest(ADMIN_KEY)}"]\n'
     with stack(KEYED, auth) as p:
         assert httpx.get(p.url + "/admin/status").status_code == 401
@@ -137,6 +149,23 @@ def test_admin_endpoints_need_the_admin_key_when_one_is_set() -> None:
         assert httpx.get(p.url + "/admin/status", headers=admin).status_code == 200
         assert httpx.get(p.url + "/healthz").status_code == 200  # probes stay open
         assert httpx.get(p.url + "/metrics").status_code == 200
+        # the explain command asks the running proxy: with the key, or a clear refusal
+        request = tmp_path / "request.json"
+        request.write_text(
+            json.dumps({"model": "sim-model", "messages": [{"role": "user", "content": "x"}]})
+        )
+        command = [*overspill_command("explain", "unused.toml", "--request", str(request),
+                                      "--proxy", p.url)]  # fmt: skip
+        refused = subprocess.run(command, capture_output=True, text=True, check=False,
+                                 cwd=ROOT)  # fmt: skip
+        assert refused.returncode == 2
+        assert "answered 401" in refused.stderr
+        assert "Authorization: Bearer" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        allowed = subprocess.run([*command, "--header", f"Authorization: Bearer {ADMIN_KEY}"],
+                                 capture_output=True, text=True, check=False, cwd=ROOT)  # fmt: skip
+        assert allowed.returncode == 0, allowed.stderr
+        assert json.loads(allowed.stdout)["targets"]
 
 
 # --- limits ---------------------------------------------------------------------------------
