@@ -27,6 +27,7 @@ from policies.model import (
     CacheRule,
     CacheSettings,
     CloudTarget,
+    Degrade,
     Limits,
     Overflow,
     Policy,
@@ -126,6 +127,11 @@ ROUTE = {
     "deadline_s": Spec(NUMBER, SECONDS, None, _positive),
     "overflow": Spec(dict, "a table", {}),
     "cache": Spec(dict, "a table", None),
+    "degrade": Spec(dict, "a table", {}),
+}
+DEGRADE = {
+    "model": Spec(str, "a public model name", None),
+    "max_tokens": Spec(int, "an integer", None, _positive),
 }
 OVERFLOW = {
     "max_waiting": Spec(int, "an integer", None, _non_negative),
@@ -339,8 +345,11 @@ class _PolicyReader(Reader):
             self.known(cloud, clouds, f"{path}.cloud", "cloud target")
             overflow = Overflow(**self.fields(values["overflow"], f"{path}.overflow", OVERFLOW))
             rule = self.route_cache(values["cache"], f"{path}.cache", cache)
+            degrade = Degrade(**self.fields(values["degrade"], f"{path}.degrade", DEGRADE))
+            if degrade.model is not None and degrade.model == values["model"]:
+                self.problem(f"{path}.degrade.model", "must be another model than the route's")
             routes.append(
-                Route(values["model"], local, cloud, overflow, values["deadline_s"], rule)
+                Route(values["model"], local, cloud, overflow, values["deadline_s"], rule, degrade)
             )
         self.unique([(f"routes[{i}].model", r.model) for i, r in enumerate(routes)], "route model")
         return tuple(routes)

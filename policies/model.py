@@ -115,6 +115,15 @@ class CacheSettings:
 
 
 @dataclass(frozen=True)
+class Degrade:
+    """What a request may be given instead of a wait or a refusal, when no local backend has
+    room for it now and it does not go to the cloud."""
+
+    model: str | None = None  # a smaller public model, taken when one of its backends has room
+    max_tokens: int | None = None  # else a shorter answer: less work, a shorter wait
+
+
+@dataclass(frozen=True)
 class Route:
     model: str  # the public model name
     local: tuple[str, ...] = ()  # backend names in preference order; () = every one serving it
@@ -122,6 +131,7 @@ class Route:
     overflow: Overflow = field(default_factory=Overflow)
     deadline_s: float | None = None  # a request that cannot start by then is refused
     cache: CacheRule | None = None  # None: the [cache] defaults
+    degrade: Degrade = field(default_factory=Degrade)
 
 
 Strategy = Literal["prefix", "least_loaded", "round_robin"]

@@ -5,7 +5,10 @@ the proxy's in-flight requests against the backend's max_concurrency, KV-cache u
 predicted time to first token against the route's TTFT SLO. Queueing delay grows like
 rho / (1 - rho) as utilisation nears 1, so the predicted wait, not an average, is what matters.
 A backend already saturated stays so until it is below (1 - hysteresis) of every limit, so a
-backend hovering at a threshold does not flap between local and cloud.
+backend hovering at a threshold does not flap between local and cloud. Hysteresis is for the
+engine's signals, read by a probe and noisy (waiting, KV-cache usage, predicted TTFT); the
+proxy's own in-flight count is exact, and with a hysteresis a backend of max_concurrency 1 would
+never be below 90% of one request again.
 """
 
 from __future__ import annotations
@@ -46,15 +49,15 @@ def saturation(
     request_tokens: int,
     was_saturated: bool,
 ) -> Verdict:
+    # counting this request: at a ratio of 1.0 the backend takes max_concurrency at once
+    in_flight = (backend.in_flight + 1) / max_concurrency if max_concurrency else None
+    ratio = overflow.max_inflight_ratio
+    if in_flight is not None and ratio is not None and in_flight > ratio:
+        return Verdict(True, f"{backend.name} in-flight/max_concurrency {_fmt(in_flight)} "
+                             f"> {_fmt(ratio)}")  # fmt: skip
     scale = 1 - overflow.hysteresis if was_saturated else 1.0
     checks: list[tuple[float | None, float | None, str]] = [
         (backend.waiting, overflow.max_waiting, "waiting"),
-        (
-            # counting this request: at a ratio of 1.0 the backend takes max_concurrency at once
-            (backend.in_flight + 1) / max_concurrency if max_concurrency else None,
-            overflow.max_inflight_ratio,
-            "in-flight/max_concurrency",
-        ),
         (backend.kv_cache_usage, overflow.max_kv_cache_usage, "kv-cache usage"),
         (
             predicted_ttft(backend, request_tokens, max_concurrency),

@@ -123,7 +123,7 @@ class Observer:
         if done.first_byte_s is not None:
             line["ttft_ms"] = round(done.first_byte_s * 1000, 2)
         for key in ("tenant", "model", "priority", "privacy", "route", "cache", "reasons",
-                    "tokens_in", "tokens_out", "queued_s", "error"):  # fmt: skip
+                    "tokens_in", "tokens_out", "queued_s", "degraded", "error"):  # fmt: skip
             if state.get(key) not in (None, ""):
                 line[key] = state[key]
         prompt = self._prompt(state)

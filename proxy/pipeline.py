@@ -14,6 +14,7 @@ identify, admit                  proxy/gate (policies/identity, policies/admissi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import random
 import time
@@ -180,17 +181,23 @@ class Pipeline:
         reply.note_cache(caching.plan.status, caching.plan.why)
 
         async def produce() -> Produced:
+            job, current, degraded = self._degraded(request, plan, privacy, prompt, caller)
             queued = time.monotonic()
-            turn = await self._wait_turn(request, plan, privacy, prompt, caller)
+            turn = await self._wait_turn(job, current, privacy, prompt, caller)
             if turn is not None:
                 reply.state["queued_s"] = round(time.monotonic() - queued, 4)
-            current = plan if turn is None else self.plan(request, privacy, prompt, caller=caller)
+                current = self.plan(job, privacy, prompt, caller=caller)
             try:
-                produced = await self._produce(request, current, privacy.level, request_id,
-                                               prompt, caller.tenant, turn)  # fmt: skip
+                produced = await self._produce(job, current, privacy.level, request_id, prompt,
+                                               caller.tenant, turn)  # fmt: skip
             finally:
                 if turn is not None:
                     turn.taken()
+            if degraded:  # not the answer to the request as asked: marked, and never cached
+                reply.state["degraded"] = degraded
+                head, chunks = produced
+                mark = (b"x-overspill-degraded", degraded.encode())
+                return dataclasses.replace(head, headers=[*head.headers, mark]), chunks
             return self.answers.keep(caching, produced, found)
 
         async with self.answers.shared(caching, produce) as (head, chunks):
@@ -204,6 +211,32 @@ class Pipeline:
 
                 chunks = metered(chunks, head.stream, request.prompt_estimate, used)
             await reply.deliver(head, chunks)
+
+    def _degraded(
+        self, request: ProxyRequest, plan: RoutingPlan, privacy: Classification, prompt: Prompt,
+        caller: Caller,
+    ) -> tuple[ProxyRequest, RoutingPlan, str]:  # fmt: skip
+        """Under pressure (no local backend has room now, and the plan does not go to the
+        cloud), what the route's [routes.degrade] offers instead: a smaller model whose backends
+        have room, else a capped max_tokens. Else the request as it is."""
+        rule = route_for(self.policy, request.model).degrade
+        if not _pressed(plan) or (rule.model is None and rule.max_tokens is None):
+            return request, plan, ""
+        if rule.model is not None:
+            smaller = dataclasses.replace(request, model=rule.model,
+                                          body={**request.body, "model": rule.model})  # fmt: skip
+            with contextlib.suppress(ModelNotFound):
+                fresh = self.plan(smaller, privacy, prompt, caller=caller, remember=False)
+                if fresh.targets and not _pressed(fresh):
+                    return smaller, fresh, f"model {request.model} -> {rule.model}"
+        asked = request.body.get("max_completion_tokens") or request.body.get("max_tokens")
+        cap = rule.max_tokens
+        if cap is None or (isinstance(asked, int) and asked <= cap):
+            return request, plan, ""
+        field = "max_completion_tokens" if "max_completion_tokens" in request.body else "max_tokens"
+        capped = dataclasses.replace(request, body={**request.body, field: cap})
+        fresh = self.plan(capped, privacy, prompt, caller=caller, remember=False)
+        return capped, fresh, f"max_tokens {asked or 'unset'} -> {cap}"
 
     async def _wait_turn(
         self,
@@ -366,6 +399,12 @@ class Pipeline:
             self.backends[target.name].mark_down(error.message)
             self.affinity.index.forget(target.name)  # a restarted engine holds no prefix
             raise
+
+
+def _pressed(plan: RoutingPlan) -> bool:
+    """No local backend has room for the request now, and it does not go to the cloud."""
+    first = plan.targets[0] if plan.targets else None
+    return first is None or (first.kind == "local" and first.name in plan.saturated)
 
 
 def _last_user_text(body: dict[str, object]) -> str:
