@@ -100,6 +100,7 @@ SERVER = {
     "probe_interval_s": Spec(NUMBER, SECONDS, 1.0, _positive),
     "log_level": Spec(str, "a string", "info", _level),
     "log_prompts": Spec(bool, "true or false", False),
+    "spend_path": Spec(str, "a file path", None),
 }
 TIMEOUTS = {
     name: Spec(NUMBER, SECONDS, default, _positive)

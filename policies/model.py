@@ -22,6 +22,8 @@ class Server:
     # Write each request's last user message into its log line: never for a privacy level
     # that may not leave the building (cloud = "none").
     log_prompts: bool = False
+    # Where tenants' cloud spend is kept across restarts (None: in memory, a restart forgets it)
+    spend_path: str | None = None
 
 
 @dataclass(frozen=True)

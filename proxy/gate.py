@@ -87,6 +87,14 @@ class Gate:
             name = tenant.name
             self._spend[name] = added(self._spend.get(name), usd, tenant.budget_period, self.wall())
 
+    @property
+    def ledger(self) -> dict[str, Spend]:
+        """Each tenant's spend in its current period (to save; restore() puts it back)."""
+        return dict(self._spend)
+
+    def restore(self, ledger: dict[str, Spend]) -> None:
+        self._spend.update(ledger)
+
     def spent(self, tenant: Tenant) -> float:
         return current(self._spend.get(tenant.name), tenant.budget_period, self.wall()).usd
 

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from policies.budget import Spend
 from policies.model import Policy
 from policies.watcher import PolicyWatcher
+from proxy import ledger as spend_ledger
 from proxy.backends import Backends
 from proxy.caching import Answers, embedders
 from proxy.cloud import Cloud
 from proxy.home import overspill_home
 from proxy.pipeline import Pipeline
 from proxy.upstream import Upstream
+
+log = logging.getLogger("overspill")
 
 
 @dataclass
@@ -28,6 +33,7 @@ class Services:
     started: float = field(default_factory=time.monotonic)
     watcher: PolicyWatcher | None = None
     saver: asyncio.Task[None] | None = None
+    bookkeeper: asyncio.Task[None] | None = None  # saves the cloud spend ledger
     cache_path: Path | None = None  # where the cache was restored from, and is saved to
 
     @classmethod
@@ -51,7 +57,27 @@ class Services:
             services.saver = asyncio.create_task(
                 answers.keep_saved(path, policy.cache.save_interval_s)
             )
+        ledger = _spend_path(policy)
+        if ledger is not None:
+            pipeline.gate.restore(await asyncio.to_thread(spend_ledger.load, ledger))
+            services.bookkeeper = asyncio.create_task(services.keep_ledger(ledger))
         return services
+
+    async def keep_ledger(self, path: Path) -> None:
+        """Save the cloud spend a moment after it changes (a task; cancelled at shutdown)."""
+        saved = self.pipeline.gate.ledger
+        while True:
+            await asyncio.sleep(_LEDGER_INTERVAL_S)
+            ledger = self.pipeline.gate.ledger
+            if ledger != saved:
+                await self._save_ledger(path, ledger)
+                saved = ledger
+
+    async def _save_ledger(self, path: Path, ledger: dict[str, Spend]) -> None:
+        try:
+            await asyncio.to_thread(spend_ledger.save, ledger, path)
+        except OSError as error:  # a full disk must not take the proxy down
+            log.warning("cannot save the spend ledger to %s: %s", path, error)
 
     def apply(self, policy: Policy) -> None:
         """Swap in a validated policy. Requests already running keep the pipeline they hold."""
@@ -69,9 +95,13 @@ class Services:
         self.policy = policy
 
     async def stop(self) -> None:
-        if self.saver is not None:
-            self.saver.cancel()
-            await asyncio.gather(self.saver, return_exceptions=True)
+        for task in (self.saver, self.bookkeeper):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        ledger = _spend_path(self.policy)
+        if ledger is not None:
+            await self._save_ledger(ledger, self.pipeline.gate.ledger)
         answers = self.pipeline.answers
         with contextlib.suppress(TimeoutError):
             await answers.settle(grace_s=_SETTLE_S)
@@ -83,6 +113,7 @@ class Services:
         await self.upstream.close()
 
 
+_LEDGER_INTERVAL_S = 1.0  # spend is money: saved within a second of changing
 _SETTLE_S = 2.0  # answers being stored: ms each, unless the embedding model is still loading
 
 
@@ -92,3 +123,8 @@ def _cache_path(policy: Policy) -> Path | None:
     if not policy.cache.enabled or not policy.cache.path:
         return None
     return Path(policy.cache.path).expanduser()
+
+
+def _spend_path(policy: Policy) -> Path | None:
+    path = policy.server.spend_path
+    return Path(path).expanduser() if path else None

@@ -249,11 +249,12 @@ def test_concurrent_requests_beyond_the_cap_are_refused() -> None:
 CLOUD = ("--personality", "cloud", "--decode-base-ms", "1", "--output-tokens", "20")
 
 
-def budget_policy(engine: str, cloud: str, budget: float) -> str:
+def budget_policy(engine: str, cloud: str, budget: float, server: str = "") -> str:
     """Model "m" served only by the cloud (gpt-4o-mini's prices in litellm's tables)."""
     return f"""
 [server]
 probe_interval_s = 0.2
+{server}
 [retry]
 attempts = 1
 {backend_toml("local", "vllm", engine, {"sim-model": "sim-model"})}
@@ -313,3 +314,21 @@ def test_a_tenant_past_its_cloud_budget_is_never_sent_to_the_cloud_again() -> No
         statuses = [chat(p.url, tenant="initech", model="m").status_code for _ in range(12)]
         assert 5 <= statuses.count(200) <= 8
         assert statuses == sorted(statuses)  # served until the budget ran out, then refused
+
+
+def test_a_spent_budget_stays_spent_across_a_restart(tmp_path: Path) -> None:
+    ledger = tmp_path / "state" / "spend.json"
+    text_of = f'spend_path = "{ledger}"'
+    with sim(*FAST_ENGINE, *MODEL) as engine, sim(*CLOUD) as cloud:
+        text = budget_policy(engine.url, cloud.url, 0.00002, text_of)
+        with proxy(text) as p:
+            statuses = [chat(p.url, tenant="acme", model="m").status_code for _ in range(8)]
+            assert 503 in statuses
+        reached = cloud_received(cloud)
+        assert ledger.exists()
+        with proxy(text) as p:
+            again = chat(p.url, tenant="acme", model="m")
+            assert again.status_code == 503
+            assert "budget: tenant 'acme' spent" in again.json()["error"]["message"]
+            assert chat(p.url, tenant="globex", model="m").status_code == 200
+        assert cloud_received(cloud) == reached + 1  # globex's only
