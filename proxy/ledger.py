@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import tempfile
 from pathlib import Path
 
 import orjson
 
+from cache.persist import atomic_file
 from policies.budget import Spend
 
 log = logging.getLogger("overspill")
@@ -36,11 +35,5 @@ def load(path: Path) -> dict[str, Spend]:
 
 
 def save(spend: dict[str, Spend], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    body = orjson.dumps({t: {"start": s.start, "usd": s.usd} for t, s in spend.items()})
-    descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    with os.fdopen(descriptor, "wb") as out:
-        out.write(body)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(name, path)
+    with atomic_file(path) as out:
+        out.write(orjson.dumps({t: {"start": s.start, "usd": s.usd} for t, s in spend.items()}))
