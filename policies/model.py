@@ -8,6 +8,16 @@ from typing import Literal
 
 from policies.budget import Period
 
+
+class UnknownName(ValueError):
+    """A client named something (a privacy level, a priority class) the policy does not
+    define; `source` says where it named it (a header, the body's metadata)."""
+
+    def __init__(self, what: str, source: str, name: str, kinds: str, known: list[str]) -> None:
+        super().__init__(f"unknown {what} {name!r} in {source} ({kinds}: {', '.join(known)})")
+        self.source = source
+
+
 BackendKind = Literal["vllm", "ollama", "openai"]
 BACKEND_KINDS: tuple[BackendKind, ...] = ("vllm", "ollama", "openai")
 

@@ -13,17 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from policies.model import Priorities, Tenant
+from policies.model import Priorities, Tenant, UnknownName
 
 HEADER = "x-overspill-priority"
 
 
-class UnknownPriority(ValueError):
-    """A client named a class the policy does not define."""
-
+class UnknownPriority(UnknownName):
     def __init__(self, source: str, name: str, known: list[str]) -> None:
-        super().__init__(f"unknown priority {name!r} in {source} (classes: {', '.join(known)})")
-        self.source = source
+        super().__init__("priority", source, name, "classes", known)
 
 
 @dataclass(frozen=True)

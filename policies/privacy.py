@@ -12,18 +12,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from policies.model import Privacy, Tenant
+from policies.model import Privacy, Tenant, UnknownName
 from policies.pii import detect
 
 HEADER = "x-overspill-privacy"
 
 
-class UnknownLevel(ValueError):
-    """A client named a privacy level the policy does not define."""
-
+class UnknownLevel(UnknownName):
     def __init__(self, source: str, name: str, known: list[str]) -> None:
-        super().__init__(f"unknown privacy level {name!r} in {source} (levels: {', '.join(known)})")
-        self.source = source
+        super().__init__("privacy level", source, name, "levels", known)
 
 
 @dataclass(frozen=True)

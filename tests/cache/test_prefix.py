@@ -257,14 +257,19 @@ async def test_wait_is_about_the_last_matched_block_only() -> None:
         assert await warming.wait("gpu-1", hashes, 2, limit=30) is False
 
 
+async def still_waiting(waiter: asyncio.Task[bool]) -> bool:
+    """Not done after the loop has had a few turns to finish it."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+    return not waiter.done()
+
+
 async def test_wait_blocks_until_done_and_returns_true() -> None:
     hashes = blocks("a", "b", "c")
     warming = Warming()
     led = warming.lead("gpu-1", hashes, matched=0)
     waiter = asyncio.create_task(warming.wait("gpu-1", hashes, 3, limit=30))
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert not waiter.done()
+    assert await still_waiting(waiter)
     warming.done("gpu-1", led)
     async with asyncio.timeout(0.5):
         assert await waiter is True
@@ -288,9 +293,7 @@ async def test_done_for_another_backend_does_not_release() -> None:
     waiter = asyncio.create_task(warming.wait("gpu-1", hashes, 2, limit=30))
     await asyncio.sleep(0)
     warming.done("gpu-2", led)
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert not waiter.done()
+    assert await still_waiting(waiter)
     warming.done("gpu-1", led)
     async with asyncio.timeout(0.5):
         assert await waiter is True
