@@ -34,6 +34,12 @@ class Server:
     log_prompts: bool = False
     # Where tenants' cloud spend is kept across restarts (None: in memory, a restart forgets it)
     spend_path: str | None = None
+    # A body field a cloud call may not take (proxy/cloud_params.py): dropped, or refused (400)
+    unlisted_params: Literal["drop", "refuse"] = "drop"
+    body_timeout_s: float = 30.0  # a request body must arrive whole within this time (408)
+    # Connections and requests at once, beyond which uvicorn answers 503 (behind nginx, keep
+    # nginx's worker_connections at or under this)
+    max_connections: int = 4096
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,9 @@ class CacheSettings:
     save_interval_s: float = 30.0
     embedder: EncoderKind = "onnx"  # "torch": the sentence-transformers reference
     rule: CacheRule = field(default_factory=CacheRule)  # the defaults of every route
+    # The whole cache, every scope together: least recently used evicted beyond either bound
+    max_total_entries: int = 100_000
+    max_bytes: int = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,9 @@ SERVER = {
     "log_level": Spec(str, "a string", "info", _level),
     "log_prompts": Spec(bool, "true or false", False),
     "spend_path": Spec(str, "a file path", None),
+    "unlisted_params": Spec(str, '"drop" or "refuse"', "drop", _one_of("drop", "refuse")),
+    "body_timeout_s": Spec(NUMBER, SECONDS, 30.0, _positive),
+    "max_connections": Spec(int, "an integer", 4096, _positive),
 }
 TIMEOUTS = {
     name: Spec(NUMBER, SECONDS, default, _positive)
@@ -181,6 +184,8 @@ CACHE = {
     "path": Spec(str, "a file path", None),
     "save_interval_s": Spec(NUMBER, SECONDS, 30.0, _positive),
     "embedder": Spec(str, '"onnx" or "torch"', "onnx", _one_of("onnx", "torch")),
+    "max_total_entries": Spec(int, "an integer", 100_000, _positive),
+    "max_bytes": Spec(int, "an integer", 256 * 1024 * 1024, _positive),
     **CACHE_RULE,
 }
 BALANCING = {

@@ -10,6 +10,7 @@ fetch a price list at start without LITELLM_LOCAL_MODEL_COST_MAP, which is set h
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import Any
 import orjson
 
 from policies.model import CloudTarget
+from proxy.cloud_params import Unlisted, dropped_header, outbound
 from proxy.errors import (
     APIError,
     UpstreamError,
@@ -26,8 +28,6 @@ from proxy.errors import (
     UpstreamUnavailable,
 )
 from proxy.schema import ProxyRequest
-
-_DROPPED = ("model", "stream", "metadata")
 
 
 def _litellm() -> Any:
@@ -39,6 +39,42 @@ def _litellm() -> Any:
 
 
 @dataclass
+class StreamBill:
+    """What a cloud stream cost, settled exactly once however it ends: from the provider's usage
+    when it came, else from what passed (a client that leaves early, a stream that breaks), so
+    no way of ending a stream escapes its charge."""
+
+    price: Callable[[int, int], float]  # prompt, completion tokens -> USD
+    charge: Callable[[float], None]
+    prompt_estimate: int
+    usage: Any = None
+    pieces: int = 0  # chunks that carried text
+    chars: int = 0
+    settled: bool = False
+
+    def saw(self, chunk: Any) -> None:
+        if getattr(chunk, "usage", None) is not None:
+            self.usage = chunk.usage
+        for choice in getattr(chunk, "choices", None) or ():
+            delta = getattr(choice, "delta", None)
+            text = getattr(delta, "content", None) or getattr(choice, "text", None)
+            if text:
+                self.pieces += 1
+                self.chars += len(text)
+
+    def settle(self) -> None:
+        if self.settled:
+            return
+        self.settled = True
+        if self.usage is not None:
+            prompt = int(getattr(self.usage, "prompt_tokens", 0) or 0)
+            completion = int(getattr(self.usage, "completion_tokens", 0) or 0)
+        else:  # at least one token a piece, and about four characters a token
+            prompt, completion = self.prompt_estimate, max(self.pieces, -(-self.chars // 4))
+        self.charge(self.price(prompt, completion))
+
+
+@dataclass
 class CloudAnswer:
     target: str
     stream: bool
@@ -46,8 +82,9 @@ class CloudAnswer:
     source: Any = None  # litellm's stream
     cost: float = 0.0
     usage: dict[str, Any] = field(default_factory=dict)
-    on_usage: Any = None  # called with a stream's final usage, to price it
+    bill: StreamBill | None = None  # a stream's, settled when it ends
     show_usage: bool = True  # False: the client did not ask for the usage chunk
+    dropped: tuple[str, ...] = ()  # body fields left behind (proxy/cloud_params.py)
 
     @property
     def status(self) -> int:
@@ -55,7 +92,10 @@ class CloudAnswer:
 
     def headers(self) -> list[tuple[bytes, bytes]]:
         kind = b"text/event-stream" if self.stream else b"application/json"
-        return [(b"content-type", kind)]
+        headers = [(b"content-type", kind)]
+        if self.dropped:
+            headers.append((b"x-overspill-dropped", dropped_header(self.dropped)))
+        return headers
 
     async def read(self) -> bytes:
         return self.body
@@ -63,9 +103,9 @@ class CloudAnswer:
     async def chunks(self) -> AsyncIterator[bytes]:
         try:
             async for chunk in self.source:
+                if self.bill is not None:
+                    self.bill.saw(chunk)
                 usage = getattr(chunk, "usage", None)
-                if usage is not None and self.on_usage is not None:
-                    self.on_usage(usage)
                 if usage is not None and not self.show_usage:
                     if not getattr(chunk, "choices", None):
                         continue  # the usage chunk the client did not ask for
@@ -78,8 +118,9 @@ class CloudAnswer:
             self.close()
 
     def close(self) -> None:
-        closer = getattr(self.source, "aclose", None)
-        if closer is not None and self.stream:
+        if self.bill is not None:
+            self.bill.settle()
+        if self.stream:
             self.source = None
 
 
@@ -100,63 +141,69 @@ class Cloud:
         request: ProxyRequest,
         request_id: str,
         charge: Callable[[float], None] = lambda usd: None,
+        unlisted: Unlisted = "drop",
     ) -> CloudAnswer:
-        """`charge` is called with the answer's cost once known (a stream's at its end)."""
-        params = {k: v for k, v in request.body.items() if k not in _DROPPED}
-        params.update(model=target.model, stream=request.stream, num_retries=0, max_retries=0,
-                      drop_params=True, extra_headers={"X-Request-ID": request_id})  # fmt: skip
-        asked = _asks_usage(request.body)
+        """`charge` is called once with the answer's cost (a stream's when it ends, however it
+        ends). Only the body's allow-listed parameters reach litellm: where the call goes, with
+        which key, at what price, comes from the policy alone."""
+        sent = outbound(request.endpoint, request.body, unlisted)
+
+        def bill(usd: float) -> None:
+            self.spent += usd
+            charge(usd)
+
+        params = {**sent.params, **self._operator_params(target, request, request_id)}
+        try:
+            result = await getattr(self.litellm, _CALLS[request.endpoint])(**params)
+        except Exception as exc:
+            raise _mapped(target.name, exc) from exc
+        if request.stream:
+            price = functools.partial(self._price, target)
+            stream_bill = StreamBill(price, bill, request.prompt_estimate)
+            shown = _asks_usage(request.body)
+            return CloudAnswer(target.name, True, source=result, bill=stream_bill,
+                               show_usage=shown, dropped=sent.dropped)  # fmt: skip
+        payload = result.model_dump(exclude_none=True)
+        cost = self._cost(result)
+        bill(cost)
+        return CloudAnswer(target.name, False, orjson.dumps(payload), cost=cost,
+                           usage=payload.get("usage") or {}, dropped=sent.dropped)  # fmt: skip
+
+    @staticmethod
+    def _operator_params(
+        target: CloudTarget, request: ProxyRequest, request_id: str
+    ) -> dict[str, Any]:
+        """Everything about the call that is the operator's: set last, so nothing a body
+        carried can stand in for it."""
+        params: dict[str, Any] = {
+            "model": target.model, "stream": request.stream, "num_retries": 0, "max_retries": 0,
+            "drop_params": True, "extra_headers": {"X-Request-ID": request_id},
+            "api_base": target.api_base or None,
+            "api_key": os.environ.get(target.api_key_env, "") if target.api_key_env else None,
+        }  # fmt: skip
         if request.stream:  # always priced: the usage chunk is asked for, and hidden if unasked
             options = request.body.get("stream_options")
             params["stream_options"] = {**(options if isinstance(options, dict) else {}),
                                         "include_usage": True}  # fmt: skip
-        if target.api_base:
-            params["api_base"] = target.api_base
-        if target.api_key_env:
-            params["api_key"] = os.environ.get(target.api_key_env, "")
-        call = {
-            "chat": "acompletion",
-            "completions": "atext_completion",
-            "embeddings": "aembedding",
-        }
+        return params
+
+    def _price(self, target: CloudTarget, prompt: int, completion: int) -> float:
         try:
-            result = await getattr(self.litellm, call[request.endpoint])(**params)
-        except Exception as exc:
-            raise _mapped(target.name, exc) from exc
-        if request.stream:
-
-            def price(usage: Any) -> None:
-                charge(self._price_stream(target, usage))
-
-            return CloudAnswer(target.name, True, source=result, on_usage=price,
-                               show_usage=asked)  # fmt: skip
-        payload = result.model_dump(exclude_none=True)
-        cost = self._cost(result)
-        self.spent += cost
-        charge(cost)
-        return CloudAnswer(target.name, False, orjson.dumps(payload), cost=cost,
-                           usage=payload.get("usage") or {})  # fmt: skip
-
-    def _price_stream(self, target: CloudTarget, usage: Any) -> float:
-        """A stream is priced from its final usage chunk (always asked for upstream); a
-        provider that sends none leaves its cost unknown (0)."""
-        try:
-            prompt, completion = self.litellm.cost_per_token(
-                model=target.model,
-                prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-                completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cost = self.litellm.cost_per_token(
+                model=target.model, prompt_tokens=prompt, completion_tokens=completion
             )
         except Exception:  # an unpriced model: unknown cost, never a failed request
             return 0.0
-        cost = float(prompt) + float(completion)
-        self.spent += cost
-        return cost
+        return float(cost[0]) + float(cost[1])
 
     def _cost(self, result: Any) -> float:
         try:
             return float(self.litellm.completion_cost(completion_response=result))
         except Exception:  # an unpriced model costs what we cannot know: 0, not a failed request
             return 0.0
+
+
+_CALLS = {"chat": "acompletion", "completions": "atext_completion", "embeddings": "aembedding"}
 
 
 def _asks_usage(body: dict[str, Any]) -> bool:

@@ -380,7 +380,8 @@ class Pipeline:
 
         async def open_cloud() -> Answer:
             cloud = self.policy.cloud(target.name)
-            return await self.cloud.open(cloud, request, request_id, charge)
+            unlisted = self.policy.server.unlisted_params
+            return await self.cloud.open(cloud, request, request_id, charge, unlisted)
 
         async def open_local() -> Answer:
             return await self._open_local(request, target, request_id)

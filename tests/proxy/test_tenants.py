@@ -332,3 +332,37 @@ def test_a_spent_budget_stays_spent_across_a_restart(tmp_path: Path) -> None:
             assert "budget: tenant 'acme' spent" in again.json()["error"]["message"]
             assert chat(p.url, tenant="globex", model="m").status_code == 200
         assert cloud_received(cloud) == reached + 1  # globex's only
+
+
+def test_streams_closed_early_are_charged_until_the_budget_refuses_them() -> None:
+    """A client that closes each cloud stream after three chunks, before the provider's usage
+    chunk, is charged for what passed; once its budget is spent it is refused, and the proxy's
+    spend is the sum of its tenants'."""
+    long_answers = ("--personality", "cloud", "--decode-base-ms", "5", "--output-tokens", "400",
+                    "--output-distribution", "fixed")  # fmt: skip
+    with sim(*FAST_ENGINE, *MODEL) as engine, sim(*long_answers) as cloud, \
+            proxy(budget_policy(engine.url, cloud.url, 0.00003)) as p:  # fmt: skip
+        refused, opened = None, 0
+        for _ in range(30):
+            with httpx.stream("POST", p.url + "/v1/chat/completions", timeout=30,
+                              headers={"x-overspill-tenant": "acme"},
+                              json={"model": "m", "stream": True,
+                                    "messages": [{"role": "user", "content": "hello"}]}
+                              ) as response:  # fmt: skip
+                if response.status_code != 200:
+                    response.read()
+                    refused = response
+                    break
+                opened += 1
+                lines = response.iter_lines()
+                for _ in range(3):
+                    next(lines)
+        assert refused is not None, "never charged: the budget never ran out"
+        assert refused.status_code == 503
+        assert "budget: tenant 'acme' spent" in refused.json()["error"]["message"]
+        # a whole 400-token answer costs more than the budget: these were charged what passed
+        assert opened >= 2
+        status = httpx.get(p.url + "/admin/status").json()
+        tenants = {t["name"]: t["cloud_spent_usd"] for t in status["tenants"]}
+        assert tenants["acme"] >= 0.00003
+        assert status["cloud_spend_usd"] == pytest.approx(sum(tenants.values()), abs=3e-6)

@@ -1,0 +1,73 @@
+"""Which of a client's body fields may travel to a cloud call: an allow-list per endpoint (pure).
+
+litellm takes its own keyword arguments next to the API's parameters, and many of them are the
+operator's alone: where the call goes (`api_base`, `base_url`, `custom_llm_provider`), with which
+credential (`api_key`, `extra_headers`), at what price (`input_cost_per_token`), whether it is
+made at all (`mock_response`) and what is called next (`fallbacks`). A body is hostile, so only
+the OpenAI API's own request parameters leave it; everything else about a cloud call comes from
+the policy. A field outside the list is dropped (and named in `X-Overspill-Dropped`), or refused
+with a 400 where the policy says `[server] unlisted_params = "refuse"`.
+
+Also left behind, although they are OpenAI parameters: `model` and `stream` (the proxy sets
+them), `metadata` (it carries Overspill's own privacy and priority claims), `store` (whether the
+provider keeps the conversation is the operator's call) and `service_tier` (it sets the price).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from proxy.errors import BadRequest
+
+Unlisted = Literal["drop", "refuse"]
+
+_SAMPLING = frozenset({"frequency_penalty", "presence_penalty", "logit_bias", "logprobs", "n",
+                       "seed", "stop", "stream_options", "temperature", "top_p", "user",
+                       "max_tokens"})  # fmt: skip
+_CHAT = frozenset({"messages", "audio", "function_call", "functions", "max_completion_tokens",
+                   "modalities", "parallel_tool_calls", "prediction", "prompt_cache_key",
+                   "reasoning_effort", "response_format", "safety_identifier", "tool_choice",
+                   "tools", "top_logprobs", "verbosity", "web_search_options"})  # fmt: skip
+ALLOWED: Mapping[str, frozenset[str]] = {
+    "chat": _SAMPLING | _CHAT,
+    "completions": _SAMPLING | {"prompt", "best_of", "echo", "suffix"},
+    "embeddings": frozenset({"input", "dimensions", "encoding_format", "user"}),
+}
+SET_BY_PROXY = frozenset({"model", "stream"})
+
+
+@dataclass(frozen=True)
+class Outbound:
+    """The parameters a cloud call may take from the body, and the fields it left behind."""
+
+    params: dict[str, Any]
+    dropped: tuple[str, ...]
+
+
+def outbound(endpoint: str, body: Mapping[str, Any], unlisted: Unlisted = "drop") -> Outbound:
+    allowed = ALLOWED[endpoint]
+    params = {key: value for key, value in body.items() if key in allowed}
+    dropped = tuple(sorted(key for key in body if key not in allowed and key not in SET_BY_PROXY))
+    if dropped and unlisted == "refuse":
+        first = _printable(dropped[0])
+        raise BadRequest(
+            f"parameter '{first}' is not accepted on a request that goes to the cloud "
+            f"(not an OpenAI {endpoint} parameter, or one only the operator sets)",
+            param=first,
+            code="unsupported_parameter",
+        )
+    return Outbound(params, dropped)
+
+
+def dropped_header(dropped: tuple[str, ...]) -> bytes:
+    """`X-Overspill-Dropped`: the names, each cut short, the whole at most 1,000 bytes."""
+    names = ", ".join(_printable(name) for name in dropped)
+    return names.encode("ascii", "replace")[:1000]
+
+
+def _printable(name: str) -> str:
+    """A client's field name, fit to echo in a header or message: printable ASCII, at most 64
+    characters."""
+    return "".join(c if c.isascii() and c.isprintable() else "?" for c in name[:64])
