@@ -40,9 +40,10 @@ def render(endpoint: str, body: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def block_hashes(text: str, block_chars: int) -> list[bytes]:
-    """Hash chain over the full blocks of `text` (a partial last block is no shared prefix)."""
-    hashes, parent = [], b""
+def block_hashes(text: str, block_chars: int, seed: bytes = b"") -> list[bytes]:
+    """Hash chain over the full blocks of `text` (a partial last block is no shared prefix),
+    started from `seed`: chains with different seeds never meet."""
+    hashes, parent = [], hashlib.blake2b(seed, digest_size=12).digest() if seed else b""
     for start in range(0, len(text) - block_chars + 1, block_chars):
         parent = hashlib.blake2b(parent + text[start : start + block_chars].encode(),
                                  digest_size=12).digest()  # fmt: skip

@@ -1,7 +1,9 @@
 """Answers already given: the exact layer, then the semantic layer, with TTL and LRU per scope.
 
 A scope is one tenant's public model at one version: entries never cross it, and its size is
-bounded by the route's `max_entries` (least recently used evicted first). Semantic search runs
+bounded by the route's `max_entries` (least recently used evicted first). Scopes come from what
+clients send (a tenant name, a model), so the whole cache has bounds of its own too, in entries
+and in bytes: past either, the least recently used entry of any scope goes. Semantic search runs
 only among entries of the same context (scope, parameters, every message but the last user one)
 and a similar question is served only if the guard finds nothing critical that differs ("5 miles"
 vs "50 miles"). Lookups and inserts run on the event loop; the embedding runs in the embedder's
@@ -36,6 +38,19 @@ INLINE_SEARCH = 4096  # a flat search over fewer vectors takes well under 0.1 ms
 # int8 against fp32 moved a cosine by at most 0.035 on the 842 labelled questions (bench.semantic
 # prints it on every run and checks it stays inside this margin).
 REFEREE_MARGIN = 0.05
+
+
+@dataclass(frozen=True)
+class CacheBounds:
+    """What the whole cache may hold, across every scope."""
+
+    max_entries: int = 100_000
+    max_bytes: int = 256 * 1024 * 1024  # as counted by `footprint`
+
+    def __post_init__(self) -> None:
+        # a bound below one entry would refuse everything, or evict what was just stored
+        if self.max_entries < 1 or self.max_bytes < 1:
+            raise ValueError(f"cache bounds must be positive: {self}")
 
 
 class Embeds(Protocol):
@@ -80,6 +95,15 @@ class Entry:
     vector: Vector | None = None
 
 
+def footprint(entry: Entry) -> int:
+    """An entry's weight against `CacheBounds.max_bytes`: its answer and its key strings (UTF-8),
+    what a client controls the size of. Its vector and the bookkeeping around it are a fixed
+    cost per entry, which `max_entries` bounds."""
+    keys = entry.keys
+    strings = (keys.scope, keys.exact, keys.context or "", keys.query or "")
+    return len(entry.answer) + sum(len(text.encode()) for text in strings)
+
+
 @dataclass(frozen=True)
 class Hit:
     kind: Literal["exact", "semantic"]
@@ -116,6 +140,7 @@ class CacheStats:
     unrefereed: int = 0  # ... that it could not settle (still loading, failed): not served
     evicted: int = 0
     expired: int = 0
+    too_large: int = 0  # answers heavier than the whole cache's byte bound: not kept
 
 
 @dataclass
@@ -124,11 +149,16 @@ class AnswerCache:
     clock: Callable[[], float] = time.time
     stats: CacheStats = field(default_factory=CacheStats)
     referee: Referee | None = None  # None: the embedder is the reference
+    bounds: CacheBounds = CacheBounds()
 
     def __post_init__(self) -> None:
         self._scopes: dict[str, OrderedDict[str, Entry]] = {}
         self._contexts: dict[str, VectorIndex] = {}
-        self._by_id: dict[int, Entry] = {}
+        # every entry, least recently used first whatever its scope: the global eviction order
+        # (each scope's own order is this one restricted to it, as both move together). An
+        # OrderedDict finds its first item at once; a dict scans the slots its evictions emptied.
+        self._by_id: OrderedDict[int, Entry] = OrderedDict()
+        self._bytes = 0  # sum of the entries' footprints
         self._reference: dict[int, Vector] = {}  # entries' reference vectors, once needed
         self._ids = itertools.count(1)
         self.changes = 0  # how many times entries were added or dropped: is a save due?
@@ -190,7 +220,7 @@ class AnswerCache:
                 continue
             similarity = await self._similarity(entry, fast, threshold, question)
             if similarity is not None:
-                self._scopes[entry.keys.scope].move_to_end(entry.keys.exact)
+                self._touch(entry)
                 return Hit("semantic", entry.answer, similarity)
         return refused
 
@@ -239,8 +269,11 @@ class AnswerCache:
         semantic = rule.semantic and keys.context is not None and keys.query is not None
         entry = Entry(next(self._ids), keys, answer, now, now + rule.ttl_s,
                       vector if semantic else None)  # fmt: skip
-        self.add(entry)
+        if not self._store(entry):
+            return
+        # the scope's own bound first: what it evicts may bring the whole cache within its own
         self._bound(keys.scope, rule.max_entries)
+        self._trim()
         if semantic and vector is None and self.embedder is not None:
             vector = await self.embedder.embed(keys.query or "")
             if self._by_id.get(entry.ident) is entry:  # still there after the wait
@@ -253,25 +286,46 @@ class AnswerCache:
             self._forget(oldest)
             self.stats.evicted += 1
 
+    def _trim(self) -> None:
+        """Evict the least recently used entries of any scope until the whole cache is within
+        its bounds (never the newest: `_store` refused any entry that alone exceeds them)."""
+        while len(self._by_id) > self.bounds.max_entries or self._bytes > self.bounds.max_bytes:
+            self._remove(next(iter(self._by_id.values())))
+            self.stats.evicted += 1
+
     def add(self, entry: Entry) -> None:
-        """Add an entry as it is (also how a saved cache is restored)."""
+        """Add an entry as it is, as the most recently used (also how a saved cache is
+        restored), within the whole cache's bounds."""
+        if self._store(entry):
+            self._trim()
+
+    def _store(self, entry: Entry) -> bool:
+        """Keep an entry, replacing any of the same key; False if it alone exceeds the byte
+        bound (any older answer to the same question stays)."""
+        size = footprint(entry)
+        if size > self.bounds.max_bytes:
+            self.stats.too_large += 1
+            return False
         scope = self._scopes.setdefault(entry.keys.scope, OrderedDict())
         previous = scope.pop(entry.keys.exact, None)
         if previous is not None:
             self._forget(previous)
         scope[entry.keys.exact] = entry
         self._by_id[entry.ident] = entry
+        self._bytes += size
         self.changes += 1
         if entry.vector is not None and entry.keys.context is not None:
             index = self._contexts.get(entry.keys.context)
             if index is None:
                 index = self._contexts[entry.keys.context] = VectorIndex(len(entry.vector))
             index.add(entry.ident, entry.vector)
+        return True
 
     def entries(self) -> list[Entry]:
-        """Every live entry, least recently used first within each scope (to save them)."""
+        """Every live entry, least recently used first (to save them): restored in this order,
+        the cache evicts what it would have evicted before the restart."""
         now = self.clock()
-        return [e for scope in self._scopes.values() for e in scope.values() if e.expires > now]
+        return [e for e in self._by_id.values() if e.expires > now]
 
     def restore(self, entries: list[Entry]) -> None:
         for entry in entries:
@@ -292,9 +346,13 @@ class AnswerCache:
         entry = entries.get(exact) if entries else None
         if entry is None or self._expired(entry):
             return None
-        assert entries is not None
-        entries.move_to_end(exact)
+        self._touch(entry)
         return entry
+
+    def _touch(self, entry: Entry) -> None:
+        """Make a live entry the most recently used, in its scope and in the whole cache."""
+        self._scopes[entry.keys.scope].move_to_end(entry.keys.exact)
+        self._by_id.move_to_end(entry.ident)
 
     def _expired(self, entry: Entry) -> bool:
         if entry.expires > self.clock():
@@ -312,7 +370,9 @@ class AnswerCache:
         self._forget(entry)
 
     def _forget(self, entry: Entry) -> None:
-        self._by_id.pop(entry.ident, None)
+        kept = self._by_id.pop(entry.ident, None)
+        if kept is not None:
+            self._bytes -= footprint(kept)
         self._reference.pop(entry.ident, None)
         self.changes += 1
         if entry.vector is not None and entry.keys.context is not None:

@@ -32,15 +32,20 @@ class Chosen:
 def priority_of(
     priorities: Priorities, header: str | None, body: dict[str, Any], tenant: Tenant | None
 ) -> Chosen:
+    """`header` may hold several classes, comma-separated (sent twice, or appended to by a
+    gateway): each is a claim, and the least urgent one wins."""
     known = [p.name for p in priorities.classes]
     asked: Chosen | None = None
-    for source, name in (("header X-Overspill-Priority", header), ("metadata.priority",
-                                                                   _meta(body))):  # fmt: skip
-        if name is not None:
-            if name not in known:
-                raise UnknownPriority(source, name, known)
-            if asked is None or priorities.rank(name) > priorities.rank(asked.name):
-                asked = Chosen(name, source)  # asked twice: the less urgent, as for a tenant
+    claims = [("header X-Overspill-Priority", item.strip())
+              for item in (header or "").split(",") if item.strip()]  # fmt: skip
+    meta = _meta(body)
+    if meta is not None:
+        claims.append(("metadata.priority", meta))
+    for source, name in claims:
+        if name not in known:
+            raise UnknownPriority(source, name, known)
+        if asked is None or priorities.rank(name) > priorities.rank(asked.name):
+            asked = Chosen(name, source)  # asked twice: the less urgent, as for a tenant
     floor = tenant.priority if tenant is not None else None
     if floor is not None and (
         asked is None or priorities.rank(asked.name) < priorities.rank(floor)

@@ -28,14 +28,22 @@ class Prompt:
 class Affinity:
     index: PrefixIndex = field(default_factory=lambda: PrefixIndex(Balancing().index_blocks))
     warming: Warming = field(default_factory=Warming)
-    turns: itertools.count[int] = field(default_factory=itertools.count)
+    # round-robin turns, one sequence per tenant: another tenant's traffic never moves yours
+    turns: dict[str, itertools.count[int]] = field(default_factory=dict)
     waited: int = 0  # requests that waited for another one's prefill
 
-    def prompt(self, request: ProxyRequest, balancing: Balancing) -> Prompt:
+    def turn(self, scope: str) -> int:
+        return next(self.turns.setdefault(scope, itertools.count()))
+
+    def prompt(self, request: ProxyRequest, balancing: Balancing, scope: str = "") -> Prompt:
+        """The prompt's blocks, hashed within the caller's tenant `scope`: one tenant's prompts
+        never match another's, so no routing choice, wait or header reveals whether another
+        tenant sent a prompt (the engines' own prefix caches are shared; see docs/security.md)."""
         if balancing.strategy != "prefix" or request.endpoint == "embeddings":
             return Prompt([], {}, {})
         self.index.max_blocks = balancing.index_blocks
-        hashes = block_hashes(render(request.endpoint, request.body), balancing.block_chars)
+        text = render(request.endpoint, request.body)
+        hashes = block_hashes(text, balancing.block_chars, seed=scope.encode())
         matched = self.index.match(hashes)
         held = {name: blocks * balancing.block_tokens for name, blocks in matched.items()}
         return Prompt(hashes, held, matched)

@@ -21,7 +21,7 @@ from cache.coalesce import Coalescer
 from cache.embedder import Embedder, EncoderKind, load_encoder, referee_kind
 from cache.index import Vector
 from cache.keys import CacheKeys, CachePlan, cache_keys, cache_plan, model_version
-from cache.store import AnswerCache, Embeds, Hit, Miss, Referee
+from cache.store import AnswerCache, CacheBounds, Embeds, Hit, Miss, Referee
 from policies.model import CacheRule, Policy
 from proxy.schema import ProxyRequest
 from proxy.streaming import assemble, fresh, replay
@@ -117,13 +117,14 @@ def embedders(kind: EncoderKind, home: Path) -> tuple[OnDemandEmbedder, Referee 
 class Answers:
     embedder: Embeds | None = None
     referee: Referee | None = None
+    bounds: CacheBounds = field(default_factory=CacheBounds)  # the whole cache, every scope
     cache: AnswerCache = field(init=False)
     coalescer: Coalescer[Head] = field(default_factory=Coalescer)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _saving: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
-        self.cache = AnswerCache(self.embedder, referee=self.referee)
+        self.cache = AnswerCache(self.embedder, referee=self.referee, bounds=self.bounds)
 
     def caching(
         self, policy: Policy, request: ProxyRequest, level: str, tenant: str, cache_control: str

@@ -75,6 +75,12 @@ class PayloadTooLarge(APIError):
     code = "request_too_large"
 
 
+class RequestTimeout(APIError):
+    status = 408
+    type = "invalid_request_error"
+    code = "request_timeout"
+
+
 class RateLimited(APIError):
     """429; `retry_after` seconds becomes the `Retry-After` header."""
 

@@ -16,6 +16,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from proxy.bodies import read_body
+from proxy.client_headers import client_headers
 from proxy.disconnect import DisconnectWatch
 from proxy.errors import APIError, BadRequest, InternalError, NotFound, Unauthorized
 from proxy.explain import explanation
@@ -64,11 +65,11 @@ class PipelineResponse:
 def _endpoint(endpoint: Endpoint) -> Any:
     async def handle(request: Request) -> PipelineResponse:
         services = _services(request)
-        raw = await read_body(request, services.policy.server.max_body_bytes)
+        headers = client_headers(request.headers.raw)
+        server = services.policy.server
+        raw = await read_body(request, server.max_body_bytes, server.body_timeout_s)
         parsed = parse_request(endpoint, raw)
-        return PipelineResponse(
-            services.pipeline, parsed, request.state.request_id, dict(request.headers)
-        )
+        return PipelineResponse(services.pipeline, parsed, request.state.request_id, headers)
 
     return handle
 
@@ -214,13 +215,14 @@ async def admin_explain(request: Request) -> Response:
     endpoint = request.query_params.get("endpoint", "chat")
     if endpoint not in ("chat", "completions", "embeddings"):
         raise BadRequest("endpoint must be chat, completions or embeddings", param="endpoint")
-    raw = await read_body(request, services.policy.server.max_body_bytes)
+    headers = client_headers(request.headers.raw)  # the tenant a request would name, sans key
+    server = services.policy.server
+    raw = await read_body(request, server.max_body_bytes, server.body_timeout_s)
     parsed = parse_request(endpoint, raw)  # type: ignore[arg-type]
     pipeline = services.pipeline
-    headers = dict(request.headers)  # the tenant a request would name, without its key
     caller = pipeline.caller(parsed, headers, headers.get(TENANT_HEADER, ""))
     privacy = pipeline.classify(parsed, headers, caller.tenant)
-    prompt = pipeline.affinity.prompt(parsed, pipeline.policy.balancing)
+    prompt = pipeline.affinity.prompt(parsed, pipeline.policy.balancing, caller.scope)
     plan = pipeline.plan(parsed, privacy, prompt, remember=False, caller=caller)
     return json_response(explanation(parsed, privacy, plan))
 

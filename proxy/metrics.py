@@ -46,6 +46,20 @@ class ServicesCollector(Collector):
         yield cost
         yield from self._cache()
         yield from self._admission()
+        yield from self._scans()
+
+    def _scans(self) -> Iterator[Metric]:
+        scans = self.services.pipeline.scans
+        started = CounterMetricFamily("overspill_privacy_thread_scans",
+                                      "Long request bodies scanned for personal data in a worker "
+                                      "thread.")  # fmt: skip
+        started.add_metric([], scans.started)
+        yield started
+        running = GaugeMetricFamily(
+            "overspill_privacy_thread_scans_running", "Long-body scans under way in threads."
+        )
+        running.add_metric([], scans.running)
+        yield running
 
     def _admission(self) -> Iterator[Metric]:
         pipeline = self.services.pipeline

@@ -93,7 +93,8 @@ class Observer:
         policy = self.policy()
         state = done.state
         reasons = [str(r) for r in (state.get("reasons") or [])][:3]
-        self.recent.add(str(state.get("model") or "?"), kind, {
+        # counted by model only for a model the proxy serves: a client cannot grow the table
+        self.recent.add(str(state.get("served_model") or "other"), kind, {
             "at": round(time.time(), 3), "request_id": done.request_id,
             "tenant": state.get("tenant") or "", "model": state.get("model") or "",
             "route": state.get("route") or "none", "decision": kind, "status": done.status,

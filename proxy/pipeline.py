@@ -13,6 +13,7 @@ identify, admit                  proxy/gate (policies/identity, policies/admissi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import os
@@ -44,15 +45,33 @@ from proxy.upstream import Upstream
 from proxy.usage import Usage, metered
 from proxy.waiting import Ask, Turn, WaitingRoom
 
+# Request bodies from this size on are scanned for personal data in a worker thread.
+OFFLOAD_SCAN_BYTES = 64 * 1024
+
+
+@dataclass
+class Scans:
+    """Privacy scans of long bodies in worker threads: for /metrics."""
+
+    started: int = 0
+    running: int = 0
+
 
 @dataclass(frozen=True)
 class Caller:
     """Who asks, and how urgently."""
 
-    named: str  # the tenant's name ("" for none): scopes the cache even when not declared
+    named: str  # the tenant's name as the request gave it ("" for none)
     tenant: Tenant | None  # the declared tenant, if it is one
     priority: Priority
     why_priority: str = "policy default"
+
+    @property
+    def scope(self) -> str:
+        """What the caller's cache entries and prefix records are kept under: its declared
+        tenant, else the one shared anonymous scope. A name anyone may claim isolates nothing,
+        and must not let a client create scopes without end."""
+        return self.tenant.name if self.tenant is not None else ""
 
 
 @dataclass
@@ -69,6 +88,7 @@ class Pipeline:
     # hysteresis per model and priority class (each class has its own share of the backends)
     saturated: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
     room: WaitingRoom = field(default_factory=WaitingRoom)
+    scans: Scans = field(default_factory=lambda: Scans())
 
     def __post_init__(self) -> None:
         self.keys = KeyRing.of(self.policy)
@@ -101,6 +121,20 @@ class Pipeline:
             param = "metadata.privacy" if error.source == "metadata.privacy" else None
             raise BadRequest(str(error), param=param, code="unknown_privacy_level") from error
 
+    async def classified(
+        self, request: ProxyRequest, headers: dict[str, str], tenant: Tenant | None
+    ) -> Classification:
+        """classify(), in a worker thread for a long text, so that other requests go on
+        meanwhile (the detectors run in linear time, but a few megabytes still take a while)."""
+        if request.size < OFFLOAD_SCAN_BYTES:
+            return self.classify(request, headers, tenant)
+        self.scans.started += 1
+        self.scans.running += 1
+        try:
+            return await asyncio.to_thread(self.classify, request, headers, tenant)
+        finally:
+            self.scans.running -= 1
+
     def plan(
         self,
         request: ProxyRequest,
@@ -125,7 +159,8 @@ class Pipeline:
             raise ModelNotFound(
                 f"The model `{request.model}` does not exist. Available: {available}", param="model"
             )
-        turn = next(self.affinity.turns) if remember else 0  # explain leaves the turn alone
+        scope = caller.scope if caller else ""
+        turn = self.affinity.turn(scope) if remember else 0  # explain leaves the turn alone
         no_cloud = self.gate.cloud_closed(caller.tenant if caller else None)
         if not priority.overflow:
             no_cloud = no_cloud or f"priority {priority.name}: never overflows to the cloud"
@@ -164,13 +199,13 @@ class Pipeline:
         ticket: Ticket,
     ) -> None:
         caller = self.caller(request, headers, named)
-        privacy = self.classify(request, headers, caller.tenant)
-        prompt = self.affinity.prompt(request, self.policy.balancing)
+        privacy = await self.classified(request, headers, caller.tenant)
+        prompt = self.affinity.prompt(request, self.policy.balancing, caller.scope)
         plan = self.plan(request, privacy, prompt, caller=caller)
+        reply.note_served(request.model)
         reply.note(plan.reasons, privacy.level)
         reply.note_priority(caller.priority.name)
-        # Scoped by the tenant, declared or merely named: two names never share answers.
-        caching = self.answers.caching(self.policy, request, privacy.level, named,
+        caching = self.answers.caching(self.policy, request, privacy.level, caller.scope,
                                        headers.get("cache-control", ""))  # fmt: skip
         found = await self.answers.lookup(caching)
         if isinstance(found, Hit):

@@ -39,6 +39,10 @@ class Reply:
     def note_request(self, tenant: str, model: str) -> None:
         self.state["tenant"], self.state["model"] = tenant, model
 
+    def note_served(self, model: str) -> None:
+        """The model is one the proxy serves (a route or a backend has it)."""
+        self.state["served_model"] = model
+
     def note_usage(self, usage: Usage | None) -> None:
         """The tokens an engine or the cloud processed for this request (not a cache hit)."""
         if usage is not None:

@@ -22,6 +22,12 @@ PATHS: dict[Endpoint, str] = {
 }
 
 
+# Longest model name accepted: names are keys of per-model bookkeeping, so they are bounded.
+MAX_MODEL_CHARS = 256
+# Deepest nesting of arrays and objects accepted in a body (OpenAI's own bodies need under 10;
+# the JSON schemas inside tools and response formats a few more).
+MAX_DEPTH = 64
+
 # Assumed answer length when a request sets no max_tokens (for wait predictions only).
 DEFAULT_ANSWER_TOKENS = 256
 
@@ -32,6 +38,7 @@ class ProxyRequest:
     model: str
     stream: bool
     body: dict[str, Any]
+    size: int = 0  # bytes of the body as it arrived
 
     @property
     def path(self) -> str:
@@ -66,6 +73,9 @@ def parse_request(endpoint: Endpoint, raw: bytes) -> ProxyRequest:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequest("'model' is required and must be a non-empty string", param="model")
+    if len(model) > MAX_MODEL_CHARS:
+        raise BadRequest(f"'model' is {len(model)} characters long; at most {MAX_MODEL_CHARS}",
+                         param="model")  # fmt: skip
     _CHECKS[endpoint](body)
     stream = body.get("stream", False)
     if stream is not None and not isinstance(stream, bool):
@@ -74,7 +84,7 @@ def parse_request(endpoint: Endpoint, raw: bytes) -> ProxyRequest:
         raise BadRequest("embeddings cannot be streamed", param="stream")
     _check_optional_int(body, "max_tokens")
     _check_optional_int(body, "max_completion_tokens")
-    return ProxyRequest(endpoint, model, bool(stream), body)
+    return ProxyRequest(endpoint, model, bool(stream), body, len(raw))
 
 
 def decode_json(raw: bytes) -> dict[str, Any]:
@@ -85,7 +95,21 @@ def decode_json(raw: bytes) -> dict[str, Any]:
         raise BadRequest(f"request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object")
+    if _depth_exceeds(body, MAX_DEPTH):
+        raise BadRequest(f"request body is nested more than {MAX_DEPTH} levels deep")
     return body
+
+
+def _depth_exceeds(document: Any, limit: int) -> bool:
+    """Iterative, so that the check itself cannot run out of stack."""
+    stack: list[tuple[Any, int]] = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 def check_messages(messages: Any) -> list[dict[str, Any]]:

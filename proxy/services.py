@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cache.store import CacheBounds
 from policies.budget import Spend
 from policies.model import Policy
 from policies.watcher import PolicyWatcher
@@ -46,9 +47,10 @@ class Services:
             # `import litellm` takes seconds: pay it at start, not on the first overflow.
             await asyncio.to_thread(lambda: cloud.litellm)
         if policy.cache.enabled:
-            answers = Answers(*embedders(policy.cache.embedder, overspill_home()))
+            answers = Answers(*embedders(policy.cache.embedder, overspill_home()),
+                              bounds=cache_bounds(policy))  # fmt: skip
         else:
-            answers = Answers()
+            answers = Answers(bounds=cache_bounds(policy))
         path = _cache_path(policy)
         await answers.open(path)
         pipeline = Pipeline(policy, backends, upstream, cloud, random.Random(), answers)
@@ -84,6 +86,7 @@ class Services:
         old = self.pipeline
         self.backends.reconfigure(policy.backends, policy.server.probe_interval_s)
         self.upstream.timeouts = policy.timeouts
+        self.pipeline.answers.cache.bounds = cache_bounds(policy)  # applied from the next insert
         breakers = {
             name: breaker
             for name, breaker in old.breakers.items()
@@ -91,7 +94,7 @@ class Services:
         }
         self.pipeline = Pipeline(policy, self.backends, self.upstream, old.cloud, old.rng,
                                  old.answers, old.gate, old.affinity, breakers,
-                                 dict(old.saturated), old.room)  # fmt: skip
+                                 dict(old.saturated), old.room, old.scans)  # fmt: skip
         self.policy = policy
 
     async def stop(self) -> None:
@@ -128,3 +131,7 @@ def _cache_path(policy: Policy) -> Path | None:
 def _spend_path(policy: Policy) -> Path | None:
     path = policy.server.spend_path
     return Path(path).expanduser() if path else None
+
+
+def cache_bounds(policy: Policy) -> CacheBounds:
+    return CacheBounds(policy.cache.max_total_entries, policy.cache.max_bytes)

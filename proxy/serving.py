@@ -23,7 +23,16 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 class Server:
-    def __init__(self, app: ASGIApp, host: str, port: int, log_level: str = "warning") -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        host: str,
+        port: int,
+        log_level: str = "warning",
+        max_connections: int | None = None,
+    ) -> None:
+        """`max_connections`: connections and requests at once, beyond which uvicorn answers
+        503 at once (None: no limit)."""
         self.sock = bind(host, port)
         self.host, self.port = self.sock.getsockname()[:2]
         config = uvicorn.Config(
@@ -35,6 +44,7 @@ class Server:
             access_log=False,
             timeout_graceful_shutdown=2,
             backlog=2048,
+            limit_concurrency=max_connections,
         )
         self.server = uvicorn.Server(config)
 

@@ -1,4 +1,5 @@
-"""cache/store.py: the exact and semantic layers, TTL, LRU per scope, sweep, entries/restore.
+"""cache/store.py: the exact and semantic layers, TTL, LRU per scope and over the whole cache,
+sweep, entries/restore.
 
 The embedder is a fake with hand-made vectors, so the similarities are known exactly; the real
 model is tested in test_embedder.py and test_semantic_quality.py.
@@ -11,9 +12,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cache.keys import CacheKeys, cache_keys
-from cache.store import AnswerCache, Hit, Miss, Referee, settled
+from cache.store import AnswerCache, CacheBounds, Entry, Hit, Miss, Referee, footprint, settled
 from policies.model import CacheRule
 
 QUESTION = "How do I reverse a list in Python?"
@@ -697,3 +700,264 @@ async def test_the_guard_refuses_before_the_referee_is_asked() -> None:
     assert found.refused
     assert referee.calls == []
     assert (cache.stats.refused, cache.stats.refereed) == (1, 0)
+
+
+# --- the whole cache's bounds, across scopes -----------------------------------------------------
+
+EXACT_ONLY = CacheRule(max_entries=3, semantic=False)
+
+
+async def store(cache: AnswerCache, tenant: str, question: str = "q", size: int = 0) -> None:
+    """An exact-only answer from `tenant` (a scope of its own), padded to `size` bytes."""
+    await cache.insert(keys(question, tenant=tenant), EXACT_ONLY, answer(question).ljust(size))
+
+
+async def held(cache: AnswerCache, tenant: str, question: str = "q") -> bool:
+    """Whether the answer is still there (an exact lookup: it refreshes the entry's recency)."""
+    return isinstance(await cache.lookup(keys(question, tenant=tenant), EXACT_ONLY, False), Hit)
+
+
+def tenants(cache: AnswerCache) -> list[str]:
+    """The tenants whose answers the cache holds, least recently used first."""
+    scopes = {keys("q", tenant=f"t{i}").scope: f"t{i}" for i in range(100)}
+    return [scopes[e.keys.scope] for e in cache.entries()]
+
+
+def test_bounds_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        CacheBounds(max_entries=0)
+    with pytest.raises(ValueError, match="positive"):
+        CacheBounds(max_bytes=0)
+
+
+async def test_invented_scopes_cannot_grow_the_cache_past_its_bound(clock: Clock) -> None:
+    """30 invented tenant names, 2 answers each, under a per-scope bound of 3: the whole cache
+    still holds no more than its own bound, the most recent answers."""
+    cache = AnswerCache(None, clock, bounds=CacheBounds(max_entries=5))
+    for i in range(30):
+        await store(cache, f"t{i}", "a")
+        await store(cache, f"t{i}", "b")
+    assert len(cache) == 5
+    assert cache.stats.evicted == 55
+    assert [(t, e.keys.query) for t, e in zip(tenants(cache), cache.entries(), strict=True)] == [
+        ("t27", "b"), ("t28", "a"), ("t28", "b"), ("t29", "a"), ("t29", "b")
+    ]  # fmt: skip
+
+
+async def test_the_globally_least_recently_used_entry_goes_first(clock: Clock) -> None:
+    cache = AnswerCache(None, clock, bounds=CacheBounds(max_entries=3))
+    for tenant in ("t1", "t2", "t3"):
+        await store(cache, tenant)
+    await store(cache, "t4")
+    assert tenants(cache) == ["t2", "t3", "t4"]
+    assert not await held(cache, "t1")
+    assert cache.stats.evicted == 1
+
+
+async def test_an_exact_hit_refreshes_recency_across_scopes(clock: Clock) -> None:
+    cache = AnswerCache(None, clock, bounds=CacheBounds(max_entries=3))
+    for tenant in ("t1", "t2", "t3"):
+        await store(cache, tenant)
+    assert await held(cache, "t1")  # t1 is used: t2 is now the oldest of the whole cache
+    await store(cache, "t4")
+    assert tenants(cache) == ["t3", "t1", "t4"]
+
+
+async def test_a_semantic_hit_refreshes_recency_across_scopes(clock: Clock) -> None:
+    cache = AnswerCache(FakeEmbedder(), clock, bounds=CacheBounds(max_entries=3))
+    for tenant in ("t1", "t2", "t3"):
+        await insert(cache, QUESTION, tenant=tenant)
+    found = await cache.lookup(keys(PARAPHRASE, tenant="t1"), RULE, semantic=True)
+    assert isinstance(found, Hit)
+    assert found.kind == "semantic"
+    await insert(cache, QUESTION, tenant="t4")
+    assert tenants(cache) == ["t3", "t1", "t4"]
+
+
+async def test_a_scope_evicting_its_own_entry_spares_the_other_scopes(clock: Clock) -> None:
+    """The scope's bound applies first: an insert into a full scope makes room there rather
+    than in another scope, even one used less recently."""
+    cache = AnswerCache(None, clock, bounds=CacheBounds(max_entries=4))
+    await store(cache, "t1")
+    for question in ("a", "b", "c"):
+        await store(cache, "t2", question)
+    await store(cache, "t2", "d")
+    assert tenants(cache) == ["t1", "t2", "t2", "t2"]
+    assert [e.keys.query for e in cache.entries()] == ["q", "b", "c", "d"]
+
+
+async def test_the_byte_bound_evicts_until_the_cache_is_under_it(clock: Clock) -> None:
+    probe = AnswerCache(None, clock)
+    await store(probe, "t0", size=1000)
+    [entry] = probe.entries()
+    size = footprint(entry)
+    assert size > 1000  # its keys count too
+    bound = 3 * size + size // 2
+    cache = AnswerCache(None, clock, bounds=CacheBounds(max_bytes=bound))
+    for tenant in ("t1", "t2", "t3", "t4"):
+        await store(cache, tenant, size=1000)
+    assert tenants(cache) == ["t2", "t3", "t4"]
+    await store(cache, "t5", size=size + 1000)  # weighs two: t2 and t3 must go
+    assert tenants(cache) == ["t4", "t5"]
+    assert sum(footprint(e) for e in cache.entries()) <= bound
+    assert cache.stats.evicted == 3
+
+
+async def test_an_answer_heavier_than_the_whole_cache_is_not_kept(clock: Clock) -> None:
+    embedder = FakeEmbedder()
+    cache = AnswerCache(embedder, clock, bounds=CacheBounds(max_bytes=4000))
+    await cache.insert(keys(QUESTION), RULE, b"small")
+    await cache.insert(keys(TIMES_23), RULE, b"x" * 4000)
+    await cache.insert(keys(QUESTION), RULE, b"x" * 4000)  # the older, smaller answer stays
+    assert cache.stats.too_large == 2
+    assert cache.stats.evicted == 0
+    assert await cache.lookup(keys(QUESTION), RULE, False) == Hit("exact", b"small", 1.0)
+    assert isinstance(await cache.lookup(keys(TIMES_23), RULE, False), Miss)
+    assert embedder.calls == [QUESTION]  # no embedding for an answer not kept
+    assert len(cache) == 1
+
+
+async def test_an_entry_evicted_by_the_whole_cache_bound_leaves_the_index(clock: Clock) -> None:
+    cache = AnswerCache(crowded(), clock, bounds=CacheBounds(max_entries=2))
+    await insert(cache, NEAR[0])
+    assert isinstance(await cache.lookup(keys(QUESTION), RULE, semantic=True), Hit)
+    await insert(cache, UNRELATED, tenant="globex")
+    await insert(cache, TIMES_23, tenant="initech")  # acme's NEAR[0] is the oldest: it goes
+    assert isinstance(await cache.lookup(keys(QUESTION), RULE, semantic=True), Miss)
+    assert cache.searchable == len(cache) == 2
+    assert cache.stats.evicted == 1
+
+
+async def test_restore_keeps_the_most_recently_used_within_the_bounds(clock: Clock) -> None:
+    cache = AnswerCache(None, clock)
+    for tenant in ("t1", "t2", "t3", "t4", "t5"):
+        await store(cache, tenant, size=1000)
+    assert await held(cache, "t1")
+    assert await held(cache, "t3")
+    saved = cache.entries()
+    assert tenants(cache) == ["t2", "t4", "t5", "t1", "t3"]
+
+    fewer = AnswerCache(None, clock, bounds=CacheBounds(max_entries=3))
+    fewer.restore(saved)
+    assert tenants(fewer) == ["t5", "t1", "t3"]
+    assert fewer.stats.evicted == 2
+
+    lighter = AnswerCache(None, clock, bounds=CacheBounds(max_bytes=2 * footprint(saved[0])))
+    lighter.restore([*saved, Entry(0, keys("q", tenant="t6"), b"x" * 10**6, 0.0, 10**9)])
+    assert tenants(lighter) == ["t1", "t3"]
+    assert lighter.stats.too_large == 1
+
+
+async def test_entries_are_least_recently_used_first_across_scopes(clock: Clock) -> None:
+    cache = AnswerCache(None, clock)
+    await store(cache, "t1", "a")
+    await store(cache, "t2", "b")
+    await store(cache, "t1", "c")
+    assert await held(cache, "t1", "a")
+    assert [e.keys.query for e in cache.entries()] == ["b", "c", "a"]
+
+
+# --- the bounds hold whatever clients do (property tests) ----------------------------------------
+
+# few enough keys that lookups often find what an earlier step stored
+QUESTIONS = [QUESTION, PARAPHRASE, NEAR[0], TIMES_23]
+SCOPES = ["t0", "t1", "t2"]
+SCOPE_LIMITS = st.lists(st.integers(1, 4), min_size=len(SCOPES), max_size=len(SCOPES))
+BOUNDS = st.builds(CacheBounds, st.integers(1, 8), st.integers(250, 3000))
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("insert"), st.integers(0, len(SCOPES) - 1),
+                  st.integers(0, len(QUESTIONS) - 1), st.integers(0, 2000), st.booleans()),
+        st.tuples(st.just("lookup"), st.integers(0, len(SCOPES) - 1),
+                  st.integers(0, len(QUESTIONS) - 1), st.booleans()),
+        st.tuples(st.just("wait"), st.sampled_from([1.0, 30.0])),
+        st.tuples(st.just("sweep")),
+    ),
+    min_size=20,
+    max_size=80,
+)  # fmt: skip
+
+
+def consistent(cache: AnswerCache, limits: list[int]) -> None:
+    """The bounds hold, and every structure agrees on which entries are live."""
+    live = cache._by_id
+    assert len(cache) <= cache.bounds.max_entries
+    assert cache._bytes == sum(footprint(e) for e in live.values()) <= cache.bounds.max_bytes
+    assert len(cache) == sum(len(scope) for scope in cache._scopes.values())
+    for name, scope in cache._scopes.items():
+        assert 0 < len(scope) <= limits[[keys("q", tenant=t).scope for t in SCOPES].index(name)]
+        assert all(live.get(e.ident) is e and e.keys.exact == k for k, e in scope.items())
+        # a scope's recency order is the whole cache's, restricted to that scope
+        assert list(scope.values()) == [e for e in live.values() if e.keys.scope == name]
+    vectors = {e.keys.context: e.vector for e in live.values() if e.vector is not None}
+    assert set(cache._contexts) == set(vectors)
+    for context, index in cache._contexts.items():
+        found = index.search(vectors[context], len(index))
+        mine = [
+            e.ident for e in live.values() if e.keys.context == context and e.vector is not None
+        ]
+        assert sorted(ident for ident, _ in found) == sorted(mine)
+    assert set(cache._reference) <= set(live)
+
+
+@settings(max_examples=150, deadline=None)
+@given(BOUNDS, SCOPE_LIMITS, STEPS)
+def test_no_sequence_of_requests_breaks_the_bounds(
+    bounds: CacheBounds, limits: list[int], steps: list[tuple[Any, ...]]
+) -> None:
+    async def play() -> None:
+        clock = Clock()
+        cache = AnswerCache(crowded(), clock, bounds=bounds)
+        for step in steps:
+            match step:
+                case ("insert", scope, question, size, semantic):
+                    rule = CacheRule(ttl_s=45, max_entries=limits[scope], semantic=semantic)
+                    body = answer(QUESTIONS[question]).ljust(size)
+                    await cache.insert(keys(QUESTIONS[question], SCOPES[scope]), rule, body)
+                case ("lookup", scope, question, semantic):
+                    await cache.lookup(keys(QUESTIONS[question], SCOPES[scope]), RULE, semantic)
+                case ("wait", seconds):
+                    clock.now += seconds
+                case _:
+                    cache.sweep()
+            consistent(cache, limits)
+
+    asyncio.run(play())
+
+
+@settings(max_examples=150, deadline=None)
+@given(BOUNDS, SCOPE_LIMITS, STEPS)
+def test_exact_answers_are_evicted_least_recently_used_first(
+    bounds: CacheBounds, limits: list[int], steps: list[tuple[Any, ...]]
+) -> None:
+    """Against a model of the intended policy: the scope's bound, then the whole cache's, each
+    evicting its least recently used; an answer alone over the byte bound is never kept."""
+
+    async def play() -> None:
+        cache = AnswerCache(None, Clock(), bounds=bounds)
+        model: dict[tuple[int, int], int] = {}  # (scope, question) -> footprint, LRU first
+        for step in steps:
+            if step[0] == "insert":
+                _, scope, question, size, _ = step
+                rule = CacheRule(max_entries=limits[scope], semantic=False)
+                k = keys(QUESTIONS[question], SCOPES[scope])
+                await cache.insert(k, rule, answer(QUESTIONS[question]).ljust(size))
+                weight = footprint(Entry(0, k, answer(QUESTIONS[question]).ljust(size), 0, 0))
+                if weight <= bounds.max_bytes:
+                    model.pop((scope, question), None)
+                    model[(scope, question)] = weight
+                    mine = [key for key in model if key[0] == scope]
+                    for key in mine[: max(0, len(mine) - limits[scope])]:
+                        del model[key]
+                    while len(model) > bounds.max_entries or sum(model.values()) > bounds.max_bytes:
+                        del model[next(iter(model))]
+            elif step[0] == "lookup":
+                _, scope, question, _ = step
+                found = await cache.lookup(keys(QUESTIONS[question], SCOPES[scope]), RULE, False)
+                assert isinstance(found, Hit) == ((scope, question) in model)
+                if (scope, question) in model:
+                    model[(scope, question)] = model.pop((scope, question))
+            expected = [keys(QUESTIONS[q], SCOPES[s]).exact for s, q in model]
+            assert [e.keys.exact for e in cache.entries()] == expected
+
+    asyncio.run(play())

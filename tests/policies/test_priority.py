@@ -36,6 +36,16 @@ def test_the_header_names_the_class() -> None:
     )
 
 
+@pytest.mark.parametrize("header", ["interactive, batch", "batch,interactive", " batch ,"])
+def test_a_header_sent_twice_or_comma_joined_takes_the_least_urgent_class(header: str) -> None:
+    assert priority_of(PRIORITIES, header, {}, None).name == "batch"
+
+
+def test_an_unknown_class_anywhere_in_a_joined_header_is_refused() -> None:
+    with pytest.raises(UnknownPriority):
+        priority_of(PRIORITIES, "batch, urgent", {}, None)
+
+
 def test_metadata_priority_names_the_class() -> None:
     assert priority_of(PRIORITIES, None, body_with("interactive"), None) == Chosen(
         "interactive", "metadata.priority"

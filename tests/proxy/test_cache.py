@@ -21,8 +21,13 @@ FAST = (*FAST_ENGINE, *MODEL)
 SLOW = ("--decode-base-ms", "20", "--prefill-ms-per-token", "0.01", *MODEL)
 
 
+# Tenants the tests name: only a declared tenant has a cache scope of its own.
+TENANTS = '[[tenants]]\nname = "acme"\n[[tenants]]\nname = "globex"\n'
+
+
 def config(engine: str, extra: str = "") -> str:
-    return f"[server]\nprobe_interval_s = 0.2\n{backend_toml('local', 'vllm', engine)}{extra}"
+    return (f"[server]\nprobe_interval_s = 0.2\n{backend_toml('local', 'vllm', engine)}"
+            f"{TENANTS}{extra}")  # fmt: skip
 
 
 def received(engine: Process) -> int:
@@ -156,6 +161,21 @@ def test_tenants_never_share_answers() -> None:
             ask(p.url, "What is our refund policy?", tenant="acme").headers["x-overspill-cache"]
             == "hit-exact"
         )
+
+
+def test_an_invented_tenant_name_gets_no_scope_of_its_own() -> None:
+    """A name no policy declares can be claimed by anyone: it isolates nothing, so it shares
+    the anonymous scope, and inventing names never creates scopes."""
+    with stack() as (p, engine):
+        ask(p.url, "What is our refund policy?", tenant="made-up-1")
+        stored(p.url)
+        before = received(engine)
+        for name in ("made-up-2", "made-up-3", ""):
+            again = ask(p.url, "What is our refund policy?", tenant=name)
+            assert again.headers["x-overspill-cache"] == "hit-exact"
+        assert received(engine) == before
+        declared = ask(p.url, "What is our refund policy?", tenant="acme")
+        assert declared.headers["x-overspill-cache"] == "miss"
 
 
 def test_restricted_requests_are_cached_only_as_the_policy_allows() -> None:

@@ -334,35 +334,75 @@ def test_a_spent_budget_stays_spent_across_a_restart(tmp_path: Path) -> None:
         assert cloud_received(cloud) == reached + 1  # globex's only
 
 
-def test_streams_closed_early_are_charged_until_the_budget_refuses_them() -> None:
-    """A client that closes each cloud stream after three chunks, before the provider's usage
-    chunk, is charged for what passed; once its budget is spent it is refused, and the proxy's
-    spend is the sum of its tenants'."""
-    long_answers = ("--personality", "cloud", "--decode-base-ms", "5", "--output-tokens", "400",
-                    "--output-distribution", "fixed")  # fmt: skip
-    with sim(*FAST_ENGINE, *MODEL) as engine, sim(*long_answers) as cloud, \
-            proxy(budget_policy(engine.url, cloud.url, 0.00003)) as p:  # fmt: skip
-        refused, opened = None, 0
-        for _ in range(30):
-            with httpx.stream("POST", p.url + "/v1/chat/completions", timeout=30,
-                              headers={"x-overspill-tenant": "acme"},
-                              json={"model": "m", "stream": True,
-                                    "messages": [{"role": "user", "content": "hello"}]}
-                              ) as response:  # fmt: skip
-                if response.status_code != 200:
-                    response.read()
-                    refused = response
+def _stream_until_refused(url: str, read_lines: int | None) -> tuple[int, httpx.Response | None]:
+    """Cloud streams for acme, each read for `read_lines` lines then closed (None: to its end),
+    until one is refused: (streams opened, the refusal)."""
+    for opened in range(30):
+        with httpx.stream("POST", url + "/v1/chat/completions", timeout=30,
+                          headers={"x-overspill-tenant": "acme"},
+                          json={"model": "m", "stream": True,
+                                "messages": [{"role": "user", "content": "hello"}]}
+                          ) as response:  # fmt: skip
+            if response.status_code != 200:
+                response.read()
+                return opened, response
+            lines = response.iter_lines()
+            for _ in range(read_lines) if read_lines is not None else iter(int, 1):
+                if next(lines, None) is None:
                     break
-                opened += 1
-                lines = response.iter_lines()
-                for _ in range(3):
-                    next(lines)
+    return 30, None
+
+
+def _spend(url: str) -> tuple[float, dict[str, float]]:
+    status = httpx.get(url + "/admin/status").json()
+    return status["cloud_spend_usd"], {t["name"]: t["cloud_spent_usd"] for t in status["tenants"]}
+
+
+LONG_ANSWERS = ("--personality", "cloud", "--decode-base-ms", "5", "--output-tokens", "400",
+                "--output-distribution", "fixed")  # fmt: skip
+BREAKER_OFF = "[breaker]\nconsecutive_failures = 1000\nmin_calls = 1000\n"
+
+
+def test_streams_cut_midway_are_charged_for_what_passed_until_the_budget_refuses_them() -> None:
+    """The provider cuts every stream after six chunks (no usage chunk ever comes): each is
+    charged for what passed, far less than a whole 400-token answer, so several fit the budget,
+    then acme is refused; the proxy's spend is the sum of its tenants'."""
+    with sim(*FAST_ENGINE, *MODEL) as engine, sim(*LONG_ANSWERS) as cloud, \
+            proxy(budget_policy(engine.url, cloud.url, 0.00003) + BREAKER_OFF) as p:  # fmt: skip
+        httpx.post(cloud.url + "/_sim/faults", json={"drop_after_chunks": 6})
+        opened, refused = _stream_until_refused(p.url, None)
         assert refused is not None, "never charged: the budget never ran out"
         assert refused.status_code == 503
         assert "budget: tenant 'acme' spent" in refused.json()["error"]["message"]
-        # a whole 400-token answer costs more than the budget: these were charged what passed
-        assert opened >= 2
-        status = httpx.get(p.url + "/admin/status").json()
-        tenants = {t["name"]: t["cloud_spent_usd"] for t in status["tenants"]}
+        assert opened >= 2  # charged what passed, not a whole answer (that would exceed it)
+        total, tenants = _spend(p.url)
         assert tenants["acme"] >= 0.00003
-        assert status["cloud_spend_usd"] == pytest.approx(sum(tenants.values()), abs=3e-6)
+        assert total == pytest.approx(sum(tenants.values()), abs=3e-6)
+
+
+def test_streams_closed_early_by_the_client_are_charged_until_refused() -> None:
+    """A client that closes each cloud stream after three lines, before the usage chunk: the
+    first close is charged, and acme is refused once its budget is spent."""
+    with sim(*FAST_ENGINE, *MODEL) as engine, sim(*LONG_ANSWERS) as cloud, \
+            proxy(budget_policy(engine.url, cloud.url, 0.00003)) as p:  # fmt: skip
+        assert _stream_one_and_close(p.url) == 200
+        for _ in range(200):  # the proxy notices the close, then charges: wait for it
+            if _spend(p.url)[1]["acme"] > 0:
+                break
+            time.sleep(0.05)
+        assert _spend(p.url)[1]["acme"] > 0
+        _, refused = _stream_until_refused(p.url, 3)
+        assert refused is not None, "the budget never ran out"
+        assert refused.status_code == 503
+        assert "budget: tenant 'acme' spent" in refused.json()["error"]["message"]
+
+
+def _stream_one_and_close(url: str) -> int:
+    body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hello"}]}
+    headers = {"x-overspill-tenant": "acme"}
+    url += "/v1/chat/completions"
+    with httpx.stream("POST", url, timeout=30, headers=headers, json=body) as response:
+        lines = response.iter_lines()
+        for _ in range(3):
+            next(lines)
+        return response.status_code

@@ -1,0 +1,267 @@
+"""What a hostile client can grow, hold or probe, through the real proxy: names are bounded before
+any bookkeeping, bodies arrive in bounded time and depth, repeated headers resolve to the
+strictest value or a 400, connections are capped, and one tenant's traffic leaves no trace in
+another tenant's headers. Real processes: simulators behind the proxy, httpx and raw sockets."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.processes import FAST_ENGINE, Process, backend_toml, proxy, sim
+
+TENANTS = '[[tenants]]\nname = "acme"\n[[tenants]]\nname = "globex"\n'
+
+
+def config(engine: str, extra: str = "", body_timeout_s: float = 1) -> str:
+    """`extra`: more [server] keys. The semantic layer is off: loading its model is a one-time
+    cost that would hide what these tests measure."""
+    return (f"[server]\nprobe_interval_s = 0.2\nbody_timeout_s = {body_timeout_s}\n{extra}\n"
+            f"[cache]\nsemantic = false\n{backend_toml('local', 'vllm', engine)}"
+            f"{TENANTS}")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[tuple[Process, Process]]:
+    with sim(*FAST_ENGINE, "--model", "sim-model") as engine, proxy(config(engine.url)) as p:
+        yield p, engine
+
+
+def chat(url: str, headers: dict[str, str] | None = None, **extra: object) -> httpx.Response:
+    body = {"model": "sim-model", "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 3, **extra}  # fmt: skip
+    return httpx.post(url + "/v1/chat/completions", json=body, headers=headers or {}, timeout=30)
+
+
+def openai_error(response: httpx.Response) -> dict[str, object]:
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    return dict(error)
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+# --- names ----------------------------------------------------------------------------------
+
+
+def test_a_long_model_name_is_refused_before_any_bookkeeping(
+    stack: tuple[Process, Process],
+) -> None:
+    p, _ = stack
+    before = rss_kib(p.popen.pid)
+    for n in range(60):
+        response = chat(p.url, model=f"{n}-" + "m" * 3_000_000)
+        assert response.status_code == 400
+        assert openai_error(response)["param"] == "model"
+    for n in range(300):  # short unknown names: 404, and counted under "other" only
+        assert chat(p.url, model=f"no-such-model-{n}").status_code == 404
+    traffic = httpx.get(p.url + "/admin/traffic").json()
+    models = {m for bucket in traffic["buckets"] for m in bucket["models"]}
+    assert models <= {"other", "sim-model"}
+    assert len(httpx.get(p.url + "/admin/traffic").content) < 200_000
+    # 180 MB of names went in; what stays is bounded (allocator slack, not the names)
+    assert rss_kib(p.popen.pid) - before < 64 * 1024
+
+
+def test_a_long_or_repeated_tenant_header_is_a_400(stack: tuple[Process, Process]) -> None:
+    p, _ = stack
+    long = chat(p.url, {"x-overspill-tenant": "t" * 129})
+    assert long.status_code == 400
+    assert openai_error(long)["code"] == "invalid_tenant"
+    body = {"model": "sim-model", "messages": [{"role": "user", "content": "x"}]}
+    url = p.url + "/v1/chat/completions"
+    tenants = [("x-overspill-tenant", "acme"), ("x-overspill-tenant", "globex")]
+    twice = httpx.post(url, timeout=30, headers=tenants, json=body)
+    assert twice.status_code == 400
+    assert openai_error(twice)["code"] == "duplicate_header"
+    keys = [("authorization", "Bearer a"), ("authorization", "Bearer b")]
+    assert httpx.post(url, timeout=30, headers=keys, json=body).status_code == 400
+
+
+def test_invented_tenant_names_leave_memory_bounded(stack: tuple[Process, Process]) -> None:
+    p, _ = stack
+    chat(p.url, {"x-overspill-tenant": "warm-up"}, temperature=0)
+    before = rss_kib(p.popen.pid)
+    with httpx.Client(timeout=30) as client:
+        for n in range(2000):
+            body = {"model": "sim-model", "temperature": 0, "max_tokens": 2,
+                    "messages": [{"role": "user", "content": f"question {n}"}]}  # fmt: skip
+            headers = {"x-overspill-tenant": f"invented-{n}-{uuid.uuid4().hex}"}
+            response = client.post(p.url + "/v1/chat/completions", json=body, headers=headers)
+            assert response.status_code == 200
+    status = httpx.get(p.url + "/admin/status").json()
+    assert len(status["tenants"]) == 2  # only the declared ones are listed
+    assert rss_kib(p.popen.pid) - before < 64 * 1024
+
+
+# --- bodies ---------------------------------------------------------------------------------
+
+
+def test_a_deeply_nested_body_is_a_400(stack: tuple[Process, Process]) -> None:
+    p, _ = stack
+    for depth in (65, 1000, 1023):
+        nested = "[" * depth + "]" * depth
+        raw = ('{"model": "sim-model", "messages": [{"role": "user", "content": "x"}], "x": '
+               + nested + "}")  # fmt: skip
+        response = httpx.post(p.url + "/v1/chat/completions", content=raw, timeout=30,
+                              headers={"content-type": "application/json"})  # fmt: skip
+        assert response.status_code == 400, response.text
+        assert "nested" in str(openai_error(response)["message"]) or depth > 1000
+
+
+def test_a_trickled_body_gets_a_408(
+    stack: tuple[Process, Process],
+) -> None:
+    p, _ = stack
+    host, port = p.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as conn:
+        conn.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
+                     b"content-type: application/json\r\ncontent-length: 500\r\n\r\n{")  # fmt: skip
+        answer = b""
+        while b'"request_timeout"' not in answer:  # the test's timeout is the backstop
+            more = conn.recv(65536)
+            if not more:
+                break
+            answer += more
+    assert answer.startswith(b"HTTP/1.1 408")
+    assert b'"request_timeout"' in answer
+
+
+def test_connections_beyond_the_limit_are_turned_away_and_come_back() -> None:
+    with sim(*FAST_ENGINE, "--model", "sim-model") as engine, \
+            proxy(config(engine.url, "max_connections = 4", body_timeout_s=60)) as p:  # fmt: skip
+        host, port = p.url.removeprefix("http://").split(":")
+        held = []
+        for _ in range(4):  # requests whose bodies never finish: each holds its connection
+            conn = socket.create_connection((host, int(port)), timeout=60)
+            conn.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
+                         b"content-length: 100\r\n\r\n{")  # fmt: skip
+            held.append(conn)
+        _wait_for(lambda: chat(p.url).status_code == 503)
+        for conn in held:
+            conn.close()
+        _wait_for(lambda: chat(p.url).status_code == 200)
+
+
+def _wait_for(condition: object, tries: int = 200) -> None:
+    for _ in range(tries):
+        if callable(condition) and condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError("never happened")
+
+
+# --- no cross-tenant signals ----------------------------------------------------------------
+
+SYSTEM = "You are the payroll desk; salaries are confidential. " * 60
+
+
+def _idle(p: Process) -> None:
+    """Wait until no backend has anything in flight, as the proxy sees them."""
+
+    def idle() -> bool:
+        backends = httpx.get(p.url + "/admin/status").json()["backends"]
+        return all(b["in_flight"] == 0 and not b["load"]["running"] and not b["load"]["waiting"]
+                   for b in backends)  # fmt: skip
+
+    _wait_for(idle, tries=400)
+
+
+def _globex_sees(acme_first: bool) -> list[tuple[str, ...]]:
+    """globex's headers for three questions under SYSTEM, after acme sent its own questions
+    under the same system prompt (or sent nothing), each request alone on an idle engine. One
+    engine, so that no random tie-break between replicas blurs the comparison: the prefix
+    reason alone would tell whether acme's prompt is held."""
+    with contextlib.ExitStack() as stack:
+        engine = stack.enter_context(sim(*FAST_ENGINE, "--model", "m"))
+        text = ("[server]\nprobe_interval_s = 0.1\n[cache]\nenabled = false\n"
+                + backend_toml("a", "vllm", engine.url)
+                + TENANTS + '[balancing]\nstrategy = "prefix"\n')  # fmt: skip
+        p = stack.enter_context(proxy(text))
+
+        def ask(tenant: str, question: str) -> httpx.Response:
+            _idle(p)
+            body = {
+                "model": "m",
+                "max_tokens": 2,
+                "messages": [
+                    {"role": "system", "content": SYSTEM},
+                    {"role": "user", "content": question},
+                ],
+            }
+            response = httpx.post(p.url + "/v1/chat/completions", json=body, timeout=30,
+                                  headers={"x-overspill-tenant": tenant})  # fmt: skip
+            assert response.status_code == 200
+            return response
+
+        if acme_first:
+            for n in range(3):
+                ask("acme", f"acme question {n}")
+        seen = []
+        for n in range(3):
+            headers = ask("globex", f"globex question {n}").headers
+            seen.append(tuple(headers.get(name, "") for name in (
+                "x-overspill-route", "x-overspill-reason", "x-overspill-cache",
+                "x-overspill-privacy", "x-overspill-priority")))  # fmt: skip
+        return seen
+
+
+def test_one_tenants_prompts_leave_no_trace_in_anothers_headers() -> None:
+    alone = _globex_sees(acme_first=False)
+    after = _globex_sees(acme_first=True)
+    assert after == alone
+    # globex's own repeats do find its prefix: the index works within a tenant
+    assert any("prefix" in reason for _, reason, *_ in alone[1:])
+
+
+# --- headers across the proxy ---------------------------------------------------------------
+
+PROXY_HEADERS = {"content-type", "content-length", "retry-after", "x-request-id", "date",
+                 "server", "x-overspill-route", "x-overspill-reason", "x-overspill-cache",
+                 "x-overspill-privacy", "x-overspill-priority", "x-overspill-cache-similarity",
+                 "x-overspill-degraded", "x-overspill-dropped", "cache-control"}  # fmt: skip
+
+
+def test_only_listed_headers_come_back_and_no_secret_is_shown() -> None:
+    engine_key = "sk-engine-key-4321"
+    with sim(*FAST_ENGINE, "--model", "sim-model", "--record") as engine:
+        backend = backend_toml("local", "vllm", engine.url) + 'api_key_env = "ENGINE_KEY"\n'
+        text = "[server]\nprobe_interval_s = 0.2\n" + backend
+        with proxy(text, env={"ENGINE_KEY": engine_key}) as p:
+            hostile = {"authorization": "Bearer sk-client-9999", "user-agent": "hostile-agent/1",
+                       "x-overspill-privacy": "public", "cookie": "session=1"}  # fmt: skip
+            response = chat(p.url, hostile)
+            assert response.status_code == 200
+            assert set(response.headers) <= PROXY_HEADERS
+            status = httpx.get(p.url + "/admin/status").text + httpx.get(p.url + "/metrics").text
+            assert engine_key not in status
+            assert "sk-client-9999" not in status
+
+
+def test_the_engine_sees_the_operators_key_and_none_of_the_clients_headers() -> None:
+    engine_key = "sk-engine-key-4321"
+    with sim(*FAST_ENGINE, "--model", "sim-model", "--record") as engine:
+        backend = backend_toml("local", "vllm", engine.url) + 'api_key_env = "ENGINE_KEY"\n'
+        with proxy("[server]\nprobe_interval_s = 0.2\n" + backend,
+                   env={"ENGINE_KEY": engine_key}) as p:  # fmt: skip
+            chat(p.url, {"authorization": "Bearer sk-client-9999", "user-agent": "hostile/1",
+                         "x-overspill-privacy": "public"})  # fmt: skip
+            recorded = httpx.get(engine.url + "/_sim/requests").json()["requests"]
+    chats = [r for r in recorded if r["path"] == "/v1/chat/completions"]
+    assert len(chats) == 1
+    headers = chats[0]["headers"]
+    assert headers["authorization"] == "…" + engine_key[-4:]
+    assert "hostile" not in headers.get("user-agent", "")
+    assert "x-overspill-privacy" not in headers
