@@ -3,42 +3,110 @@
 Each detector finds candidates with a pattern and confirms them where a checksum exists (Luhn
 for payment cards, mod-97 for IBANs, a real address for IPs), so order numbers and version
 strings are not taken for cards and addresses. Detection can only make a request stricter.
+
+This runs on every request, on the event loop, over text a client chose, so every step is linear
+in the text: the patterns run on RE2 (no backtracking; its matching also releases the GIL), and
+each Python loop over candidates resumes where the last one ended. RE2 has no lookaround, so a
+pattern spells a lookbehind as a character it consumes before the candidate (or the start of the
+text), a lookahead as one it consumes after, and the next search starts again where the
+candidate itself ended: the character after one candidate can still be the one before the next.
+Matches are then exactly those the lookaround patterns found, without their quadratic backtracking
+on a long run of a character they accept.
+
+A request is scanned up to SCAN_LIMIT_CHARS characters in all. Past that, the rest is not
+scanned and every enabled detector counts as fired: a request cannot slip past the detectors,
+to a cloud its privacy level would forbid, by being long.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from itertools import chain
+from typing import Protocol
 
-_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
-_PHONE = re.compile(
-    r"(?<![\w.+])(?:"
+import re2  # type: ignore[import-untyped]
+
+SCAN_LIMIT_CHARS = 1_000_000
+
+# Python's \d, \D, \w and \s are Unicode-aware, RE2's are ASCII; these keep Python's meaning (from
+# RE2's Unicode tables, which may be a version ahead of Python's). \w and \s only inside [...].
+_DIGIT = r"\p{Nd}"
+_NOT_DIGIT = r"\P{Nd}"
+_WORD = r"\p{L}\p{N}_"
+_SPACE = (
+    r"\t-\r\x{1c}-\x{20}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}"
+    r"\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}"
+)
+
+
+class _Match(Protocol):
+    def span(self, group: int = ...) -> tuple[int, int]: ...
+
+
+class _Pattern(Protocol):
+    @property
+    def groups(self) -> int: ...
+
+    def search(self, text: bytes, pos: int = ...) -> _Match | None: ...
+
+
+def _compile(pattern: str) -> _Pattern:
+    r"""A pattern written with Python's \d, \D, \w and \s, for RE2, with their meaning."""
+    unicode = pattern.replace(r"\d", _DIGIT).replace(r"\D", _NOT_DIGIT)
+    unicode = unicode.replace(r"\w", _WORD).replace(r"\s", _SPACE)
+    compiled: _Pattern = re2.compile(unicode)
+    return compiled
+
+
+_EMAIL = _compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+_PHONE = _compile(
+    r"(?:^|[^\w.+])("
     r"\+\d{1,3}[\s.-]?(?:\(\d{1,4}\)[\s.-]?)?\d{1,5}(?:[\s.-]\d{2,6}){1,4}"  # +CC with groups
     r"|(?:\(\d{1,4}\)[\s.-]?)?\d{2,4}(?:[\s.-]\d{2,4}){1,4}"  # national, grouped
     r"|\+\d{9,15}"  # E.164 without separators
-    r")(?![\w.])"
+    r")(?:[^\w.]|$)"
 )
-# Digit groups that are not phone numbers, removed before looking for one.
-_NOT_PHONES = re.compile(
-    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2})?)?|\d{1,2}:\d{2}(?::\d{2})?"
-    r"|(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])"
+# Digit groups that are not phone numbers (dates, times, IPv4), removed before looking for one.
+_NOT_PHONES = _compile(
+    r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2})?)?|\d{1,2}:\d{2}(?::\d{2})?)"
+    r"|(?:^|[^\d.])((?:\d{1,3}\.){3}\d{1,3})(?:[^\d.]|$)"
 )
-_CARD = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
-_SSN = re.compile(r"(?<!\d)(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?!\d)")
-_IBAN_START = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}")
-_IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
-_IPV6 = re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])")
+_CARD = _compile(r"(?:^|[^\d])((?:\d[ -]?){12,18}\d)(?:[^\d]|$)")
+# Never issued: area 000, 666 or 900-999, group 00, serial 0000. [^\D0] is a digit but 0.
+_SSN = _compile(
+    r"(?:^|[^\d])"
+    r"(?:0(?:[^\D0]\d|0[^\D0])|6(?:[^\D6]\d|6[^\D6])|[^\D069]\d\d)"
+    r"-(?:[^\D0]\d|0[^\D0])"
+    r"-(?:[^\D0]\d{3}|0[^\D0]\d\d|00[^\D0]\d|000[^\D0])"
+    r"(?:[^\d]|$)"
+)
+_IBAN = _compile(r"(?:^|[^\w])([A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30})")
+# Only the shapes ipaddress accepts (octets 0-255 without leading zeros; eight groups, or fewer
+# around one "::", with at most 7 colons as the lookaround pattern allowed), so a run of
+# near-misses costs no Python; ipaddress still has the last word.
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
+_IPV4 = _compile(rf"(?:^|[^\d.])((?:{_OCTET}\.){{3}}{_OCTET})(?:[^\d.]|$)")
+_HEX = r"[0-9A-Fa-f]{1,4}"
+_IPV6_FORMS = (
+    rf"(?:{_HEX}:){{7}}{_HEX}",  # eight groups
+    rf"(?:{_HEX}:){{1,6}}:",  # n groups, then ::
+    *(rf"(?:{_HEX}:){{1,{7 - n}}}(?::{_HEX}){{1,{n}}}" for n in range(1, 7)),  # a::b, a + b <= 7
+    rf":(?:(?::{_HEX}){{1,6}}|:)",  # :: then n groups, or :: alone
+)
+_IPV6 = _compile(rf"(?:^|[^\w:])({'|'.join(_IPV6_FORMS)})(?:[^\w:]|$)")
+
+_DOUBLED = str.maketrans("0123456789", "0246813579")
+_ASCII_NON_DIGITS = bytes(byte for byte in range(128) if not 0x30 <= byte <= 0x39)
 
 
 def luhn_valid(digits: str) -> bool:
-    total = 0
-    for i, char in enumerate(reversed(digits)):
-        value = int(char)
-        if i % 2 == 1:
-            value = value * 2 - 9 if value > 4 else value * 2
-        total += value
-    return total % 10 == 0
+    # From the right, every second digit is doubled and the digits of that added: 0246813579.
+    if not digits.isascii():
+        digits = "".join(str(int(char)) for char in digits)
+    doubled = digits[-2::-2].translate(_DOUBLED)
+    return (sum(map(int, digits[-1::-2])) + sum(map(int, doubled))) % 10 == 0
 
 
 def iban_valid(candidate: str) -> bool:
@@ -50,46 +118,93 @@ def iban_valid(candidate: str) -> bool:
     return int(number) % 97 == 1
 
 
-def _email(text: str) -> bool:
-    return _EMAIL.search(text) is not None
-
-
-def _phone(text: str) -> bool:
-    # Card numbers, IBANs, dates, times and IP addresses are digit groups too, but not phones.
-    text = _NOT_PHONES.sub(" ", _IBAN_START.sub(" ", _CARD.sub(" ", text)))
-    for match in _PHONE.finditer(text):
-        digits = re.sub(r"\D", "", match.group())
-        if 10 <= len(digits) <= 15:
+def _starts_with_iban(compact: str) -> bool:
+    """Whether a prefix of 15 to 34 characters is a valid IBAN (the pattern also takes the words
+    after one): iban_valid of every length, in one pass extending a mod-97 remainder."""
+    if not compact[2:4].isdecimal():  # a digit RE2's Unicode tables know and Python's do not
+        return False
+    moved = "".join(str(int(char, 36)) for char in compact[:4])  # goes after the rest
+    shift, tail = 10 ** len(moved), int(moved)
+    remainder = 0
+    for length, char in enumerate(compact[4:34], start=5):
+        value = int(char, 36)
+        remainder = (remainder * (100 if value > 9 else 10) + value) % 97
+        if length >= 15 and (remainder * shift + tail) % 97 == 1:
             return True
     return False
 
 
+def _bytes(text: str) -> bytes:
+    # A lone surrogate (JSON allows "\ud800") is not UTF-8: "?" stands in, a character no
+    # pattern takes either.
+    return text.encode("utf-8", "replace")
+
+
+def _spans(pattern: _Pattern, data: bytes) -> Iterator[tuple[int, int]]:
+    """Where the candidates are (the first group that took part), left to right, not overlapping.
+    Each search starts where the last candidate ended: linear in `data` in all."""
+    groups = range(1, pattern.groups + 1)
+    pos = 0
+    while (found := pattern.search(data, pos)) is not None:
+        start, pos = next(span for group in groups if (span := found.span(group))[0] >= 0)
+        yield start, pos
+
+
+def _candidates(pattern: _Pattern, data: bytes) -> Iterator[bytes]:
+    return (data[start:end] for start, end in _spans(pattern, data))
+
+
+def _blank(pattern: _Pattern, data: bytes) -> bytes:
+    """`data` with each candidate replaced by a space."""
+    pieces: list[bytes] = []
+    end = 0
+    for start, stop in _spans(pattern, data):
+        pieces += (data[end:start], b" ")
+        end = stop
+    pieces.append(data[end:])
+    return b"".join(pieces)
+
+
+def _digits(candidate: bytes) -> str:
+    if candidate.isascii():
+        return candidate.translate(None, _ASCII_NON_DIGITS).decode()
+    return "".join(filter(str.isdecimal, candidate.decode()))
+
+
+def _email(text: str) -> bool:
+    return _EMAIL.search(_bytes(text)) is not None
+
+
+def _phone(text: str) -> bool:
+    # Card numbers, IBANs, dates, times and IP addresses are digit groups too, but not phones.
+    data = _bytes(text)
+    for not_a_phone in (_CARD, _IBAN, _NOT_PHONES):
+        data = _blank(not_a_phone, data)
+    return any(10 <= len(_digits(match)) <= 15 for match in _candidates(_PHONE, data))
+
+
 def _card(text: str) -> bool:
-    for match in _CARD.finditer(text):
-        digits = re.sub(r"\D", "", match.group())
+    for match in _candidates(_CARD, _bytes(text)):
+        digits = _digits(match)
         if 13 <= len(digits) <= 19 and luhn_valid(digits):
             return True
     return False
 
 
 def _ssn(text: str) -> bool:
-    return _SSN.search(text) is not None
+    return _SSN.search(_bytes(text)) is not None
 
 
 def _iban(text: str) -> bool:
-    """An IBAN inside a sentence: the pattern also takes the words after it, so try every
-    length an IBAN may have, longest first."""
-    for match in _IBAN_START.finditer(text.upper()):
-        compact = match.group().replace(" ", "")
-        if any(iban_valid(compact[:n]) for n in range(min(34, len(compact)), 14, -1)):
-            return True
-    return False
+    matches = _candidates(_IBAN, _bytes(text.upper()))
+    return any(_starts_with_iban(match.replace(b" ", b"").decode()) for match in matches)
 
 
 def _ip(text: str) -> bool:
-    for match in (*_IPV4.finditer(text), *_IPV6.finditer(text)):
+    data = _bytes(text)
+    for match in chain(_candidates(_IPV4, data), _candidates(_IPV6, data)):
         try:
-            ipaddress.ip_address(match.group())
+            ipaddress.ip_address(match.decode())
         except ValueError:
             continue
         return True
@@ -106,12 +221,46 @@ DETECTORS: dict[str, Callable[[str], bool]] = {
 }
 
 
-def detect(texts: Iterable[str], enabled: Iterable[str]) -> list[str]:
-    """Names of the enabled detectors that fire on any of `texts`, in DETECTORS order."""
+@dataclass(frozen=True)
+class Scan:
+    """What the enabled detectors say about a request's texts, in DETECTORS order."""
+
+    detected: tuple[str, ...]  # fired on the text scanned
+    unscanned: tuple[str, ...]  # the others, when text went past the limit: they count as fired
+    limit: int
+
+    @property
+    def fired(self) -> list[str]:
+        return [name for name in DETECTORS if name in self.detected or name in self.unscanned]
+
+
+def scan(texts: Iterable[str], enabled: Iterable[str], limit: int = SCAN_LIMIT_CHARS) -> Scan:
+    """Run the enabled detectors over the first `limit` characters of `texts` (empty ones
+    skipped); when there were more, every enabled detector that did not fire is `unscanned`."""
     wanted = set(enabled)
-    corpus = [t for t in texts if t]
-    return [
-        name
-        for name, finds in DETECTORS.items()
-        if name in wanted and any(finds(text) for text in corpus)
-    ]
+    names = [name for name in DETECTORS if name in wanted]
+    scanned, beyond = _within(texts, limit) if names else ([], False)
+    detected = tuple(name for name in names if any(DETECTORS[name](t) for t in scanned))
+    unscanned = tuple(name for name in names if name not in detected) if beyond else ()
+    return Scan(detected, unscanned, limit)
+
+
+def detect(
+    texts: Iterable[str], enabled: Iterable[str], limit: int = SCAN_LIMIT_CHARS
+) -> list[str]:
+    """Names of the enabled detectors that fire on any of `texts`, in DETECTORS order; all of them
+    when the texts are longer than `limit` characters in all."""
+    return scan(texts, enabled, limit).fired
+
+
+def _within(texts: Iterable[str], limit: int) -> tuple[list[str], bool]:
+    """The non-empty texts, cut off after `limit` characters in all; and whether any was cut."""
+    kept: list[str] = []
+    room = limit
+    for text in texts:
+        if len(text) > room:
+            return [*kept, text[:room]] if room else kept, True
+        if text:
+            kept.append(text)
+            room -= len(text)
+    return kept, False

@@ -4,18 +4,24 @@ Sources: the policy's default, the `X-Overspill-Privacy` header, `metadata.priva
 the tenant's default, and the built-in detectors of personal data, each mapping to a level.
 Nothing can lower a level another source set: a client cannot declare its way out of a
 detector or its tenant's rule.
+
+The header may come more than once, and each value may list levels separated by commas: each
+one named is a claim, so a client's own `public` cannot undo the `restricted` a gateway
+appended. Text past the detectors' scan limit (policies/pii.py) counts as if every enabled
+detector had found something in it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from policies.model import Privacy, Tenant, UnknownName
-from policies.pii import detect
+from policies.pii import Scan, scan
 
 HEADER = "x-overspill-privacy"
+_HEADER_SOURCE = "header X-Overspill-Privacy"
 
 
 class UnknownLevel(UnknownName):
@@ -36,25 +42,52 @@ class Classification:
 def classify(
     privacy: Privacy,
     *,
-    header: str | None,
+    header: str | Sequence[str] | None,
     body: dict[str, Any],
     tenant: Tenant | None,
 ) -> Classification:
-    known = [level.name for level in privacy.levels]
-    claims: list[tuple[str, str]] = [(privacy.default, "policy default")]
-    for source, name in (("header X-Overspill-Privacy", header), ("metadata.privacy", _meta(body))):
-        if name is not None:
-            if name not in known:
-                raise UnknownLevel(source, name, known)
-            claims.append((name, source))
+    """`header`: the header's values, one per time it was sent (a single string is one)."""
+    claims = [(privacy.default, "policy default"), *_named(privacy, header, body)]
     if tenant is not None and tenant.privacy is not None:
         claims.append((tenant.privacy, f"tenant {tenant.name}"))
-    for detector in detect(request_texts(body), privacy.detectors):
-        claims.append((privacy.detectors[detector], f"detected {detector}"))
+    claims += _detected(privacy, body)
     strictest = max(privacy.strictness(name) for name, _ in claims)
     level = privacy.levels[strictest].name
     reasons = tuple(f"{source}: {name}" for name, source in claims if name == level)
     return Classification(level, reasons)
+
+
+def _named(
+    privacy: Privacy, header: str | Sequence[str] | None, body: dict[str, Any]
+) -> list[tuple[str, str]]:
+    """The levels the client names, in the header and in the body; each must exist."""
+    known = [level.name for level in privacy.levels]
+    named = [(name, _HEADER_SOURCE) for name in header_levels(header)]
+    if (meta := _meta(body)) is not None:
+        named.append((meta, "metadata.privacy"))
+    for name, source in named:
+        if name not in known:
+            raise UnknownLevel(source, name, known)
+    return named
+
+
+def header_levels(header: str | Sequence[str] | None) -> list[str]:
+    """Every level the header names: each comma-separated item of each value, stripped, empty
+    ones dropped, each once, in order."""
+    values = [header] if isinstance(header, str) else list(header or ())
+    items = (item.strip() for value in values for item in value.split(","))
+    return list(dict.fromkeys(item for item in items if item))
+
+
+def _detected(privacy: Privacy, body: dict[str, Any]) -> list[tuple[str, str]]:
+    found = scan(request_texts(body), privacy.detectors)
+    return [(privacy.detectors[name], _detector_reason(name, found)) for name in found.fired]
+
+
+def _detector_reason(name: str, found: Scan) -> str:
+    if name in found.detected:
+        return f"detected {name}"
+    return f"{name}: text beyond the scan limit ({found.limit} characters)"
 
 
 def _meta(body: dict[str, Any]) -> str | None:

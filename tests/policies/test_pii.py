@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from policies.pii import DETECTORS, detect, iban_valid, luhn_valid
+from policies.pii import DETECTORS, SCAN_LIMIT_CHARS, Scan, detect, iban_valid, luhn_valid, scan
 
 ALL = tuple(DETECTORS)
 
@@ -211,6 +211,11 @@ def test_luhn_rejects_invalid_numbers(digits: str) -> None:
     assert luhn_valid(digits) is False
 
 
+def test_luhn_reads_any_decimal_digits() -> None:
+    assert luhn_valid("\u0664\u0661\u0661\u0661" + "\uff11" * 11 + "1") is True
+    assert luhn_valid("\u0664\u0661\u0661\u0661" + "\uff11" * 11 + "2") is False
+
+
 @pytest.mark.parametrize(
     "iban",
     [
@@ -241,3 +246,74 @@ def test_iban_valid_accepts_real_ibans(iban: str) -> None:
 )
 def test_iban_valid_rejects_wrong_checksums_and_lengths(iban: str) -> None:
     assert iban_valid(iban) is False
+
+
+# --- the scan limit: text past it is not scanned, and counts as if every detector had fired ---
+
+FILLER = "the quick brown fox jumps over the lazy dog "
+
+
+def filler(size: int, end: str = "") -> str:
+    return (FILLER * (size // len(FILLER) + 1))[: size - len(end)] + end
+
+
+def test_the_limit_is_a_million_characters() -> None:
+    assert SCAN_LIMIT_CHARS == 1_000_000
+
+
+def test_text_up_to_the_limit_gets_only_real_detections() -> None:
+    text = filler(SCAN_LIMIT_CHARS, " jane@example.com")
+    assert detect([text], ALL) == ["email"]
+    assert scan([text], ALL) == Scan(("email",), (), SCAN_LIMIT_CHARS)
+
+
+def test_text_past_the_limit_fires_every_enabled_detector() -> None:
+    text = filler(SCAN_LIMIT_CHARS + 1)
+    assert detect([text], ALL) == list(ALL)
+    assert scan([text], ALL) == Scan((), ALL, SCAN_LIMIT_CHARS)
+
+
+def test_past_the_limit_a_real_detection_is_still_reported_as_one() -> None:
+    text = "mail jane@example.com " + filler(SCAN_LIMIT_CHARS)
+    found = scan([text], ["email", "iban"])
+    assert found == Scan(("email",), ("iban",), SCAN_LIMIT_CHARS)
+    assert found.fired == ["email", "iban"]
+
+
+def test_personal_data_past_the_limit_is_not_looked_for_but_claimed() -> None:
+    text = filler(SCAN_LIMIT_CHARS) + " 123-45-6789"
+    assert scan([text], ["us_ssn"]) == Scan((), ("us_ssn",), SCAN_LIMIT_CHARS)
+
+
+def test_past_the_limit_only_enabled_detectors_fire() -> None:
+    text = filler(SCAN_LIMIT_CHARS + 1)
+    assert detect([text], ["iban", "email", "passport"]) == ["email", "iban"]
+    assert detect([text], []) == []
+
+
+@pytest.mark.parametrize(
+    ("texts", "beyond"),
+    [
+        (["a" * 10], False),
+        (["a" * 11], True),
+        (["a" * 4, "", "a" * 6], False),
+        (["a" * 4, "a" * 7], True),
+        (["a" * 10, ""], False),
+        (["a" * 10, "b"], True),
+    ],
+    ids=[
+        "at the limit",
+        "one past",
+        "across texts",
+        "one past across texts",
+        "then an empty one",
+        "then one more",
+    ],
+)
+def test_the_limit_counts_the_characters_of_all_texts(texts: list[str], beyond: bool) -> None:
+    assert scan(texts, ["email"], limit=10).unscanned == (("email",) if beyond else ())
+
+
+def test_the_part_within_the_limit_of_a_cut_text_is_scanned() -> None:
+    found = scan(["hello", "mail jane@example.com" + "x" * 20], ["email", "iban"], limit=30)
+    assert found == Scan(("email",), ("iban",), 30)

@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 
 from policies.model import Privacy, PrivacyLevel, Tenant
-from policies.privacy import Classification, UnknownLevel, classify, request_texts
+from policies.pii import SCAN_LIMIT_CHARS
+from policies.privacy import (
+    Classification,
+    UnknownLevel,
+    classify,
+    header_levels,
+    request_texts,
+)
 
 LEVELS = (
     PrivacyLevel("public"),
@@ -34,7 +41,7 @@ def chat(*texts: str, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
 def level_of(
     body: dict[str, Any],
     *,
-    header: str | None = None,
+    header: str | list[str] | None = None,
     tenant: Tenant | None = None,
     privacy: Privacy = POLICY,
 ) -> str:
@@ -278,3 +285,98 @@ def test_request_texts_skips_token_ids_and_other_fields() -> None:
 
 def test_request_texts_of_an_empty_body_is_empty() -> None:
     assert request_texts({}) == []
+
+
+# --- a header sent more than once, or listing levels: each level named is a claim ------------
+
+
+@pytest.mark.parametrize(
+    "header",
+    [["public", "secret"], ["secret", "public"], "public, secret", ["public", "internal,secret"]],
+    ids=["two values", "strict one first", "comma-joined", "both"],
+)
+def test_the_strictest_level_the_header_names_wins(header: str | list[str]) -> None:
+    result = classify(POLICY, header=header, body=chat("hello"), tenant=None)
+    assert result == Classification("secret", (f"{HEADER}: secret",))
+
+
+def test_a_gateways_appended_level_is_not_undone_by_the_clients_own() -> None:
+    assert level_of(chat("hi"), header=["public", "confidential"]) == "confidential"
+
+
+def test_a_level_named_twice_is_one_reason() -> None:
+    result = classify(
+        POLICY, header=["internal", "internal, internal"], body=chat("hi"), tenant=None
+    )
+    assert result == Classification("internal", (f"{HEADER}: internal",))
+
+
+def test_an_unknown_level_in_second_position_is_refused() -> None:
+    with pytest.raises(UnknownLevel) as caught:
+        classify(POLICY, header=["public", "top-secret"], body=chat("hi"), tenant=None)
+    assert caught.value.source == HEADER
+    assert "'top-secret' in header X-Overspill-Privacy" in str(caught.value)
+
+
+def test_an_unknown_level_after_a_comma_is_refused() -> None:
+    with pytest.raises(UnknownLevel):
+        classify(POLICY, header="secret, vip", body=chat("hi"), tenant=None)
+
+
+@pytest.mark.parametrize("header", [[], "", " , ", ["", " "]], ids=repr)
+def test_a_header_naming_no_level_changes_nothing(header: str | list[str]) -> None:
+    result = classify(POLICY, header=header, body=chat("hi"), tenant=None)
+    assert result == Classification("public", ("policy default: public",))
+
+
+@pytest.mark.parametrize(
+    ("header", "levels"),
+    [
+        (None, []),
+        ("secret", ["secret"]),
+        (" secret ", ["secret"]),
+        ("public,secret", ["public", "secret"]),
+        (["public", " internal , secret ", ""], ["public", "internal", "secret"]),
+        (("secret", "public", "secret"), ["secret", "public"]),
+        ("a,,b,", ["a", "b"]),
+    ],
+)
+def test_header_levels_splits_strips_and_drops_repeats(
+    header: str | list[str] | tuple[str, ...] | None, levels: list[str]
+) -> None:
+    assert header_levels(header) == levels
+
+
+# --- text past the detectors' scan limit ------------------------------------------------------
+
+BEYOND = f"text beyond the scan limit ({SCAN_LIMIT_CHARS} characters)"
+
+
+def prompts(*texts: str) -> dict[str, Any]:
+    return {"model": "m", "prompt": list(texts)}  # texts to scan: exactly these
+
+
+def test_a_request_past_the_scan_limit_is_claimed_by_every_enabled_detector() -> None:
+    body = prompts("a" * SCAN_LIMIT_CHARS, "b")
+    result = classify(POLICY, header=None, body=body, tenant=None)
+    assert result == Classification("secret", (f"payment_card: {BEYOND}: secret",))
+
+
+def test_past_the_limit_each_detector_gives_its_own_reason() -> None:
+    policy = Privacy(LEVELS, "public", {"email": "internal", "us_ssn": "internal"})
+    body = prompts("mail jane@example.com", "x" * SCAN_LIMIT_CHARS)
+    result = classify(policy, header=None, body=body, tenant=None)
+    assert result == Classification(
+        "internal", ("detected email: internal", f"us_ssn: {BEYOND}: internal")
+    )
+
+
+def test_a_request_up_to_the_scan_limit_gets_only_what_is_detected() -> None:
+    body = prompts("mail jane@example.com", "x" * (SCAN_LIMIT_CHARS - 21))
+    result = classify(POLICY, header=None, body=body, tenant=None)
+    assert result == Classification("internal", ("detected email: internal",))
+
+
+def test_past_the_limit_with_no_detectors_enabled_changes_nothing() -> None:
+    bare = Privacy(LEVELS, "public", {})
+    assert level_of(prompts("a" * (SCAN_LIMIT_CHARS + 1)), privacy=bare) == "public"

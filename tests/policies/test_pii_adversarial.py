@@ -1,0 +1,185 @@
+"""policies/pii.py on text built to be slow: long runs of the characters each pattern accepts,
+with and without what completes a match at the very end.
+
+Each case runs at 4 MB (a request body may be that large) on the detector directly, past the scan
+limit, and through `detect` at exactly the limit, so the end is scanned. Nothing here is timed:
+the lookaround patterns took 6.5 s on 60 KB of "a", so finishing at all is the point, and the
+suite's timeout is the backstop. The detectors must also find exactly what those patterns found
+(bench.privacy.LEGACY keeps them), on these inputs at a size they can handle and on random text.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bench.privacy import LEGACY
+from policies import pii
+from policies.pii import DETECTORS, SCAN_LIMIT_CHARS, detect
+
+SIZE = 4 * 1024 * 1024
+LEGACY_SIZE = 2048  # the old patterns are quadratic on some of these
+
+
+@dataclass(frozen=True)
+class Case:
+    detector: str
+    unit: str  # repeated to fill the text
+    end: str  # the text's last characters
+    found: bool
+
+    def text(self, size: int) -> str:
+        return self.unit * ((size - len(self.end)) // len(self.unit)) + self.end
+
+
+def case(detector: str, unit: str, end: str, found: bool) -> Any:
+    return pytest.param(Case(detector, unit, end, found), id=f"{detector}-{unit!r}-{end!r}")
+
+
+CASES = [
+    case("email", "a", "", False),
+    case("email", "a", "@example.com", True),
+    case("email", "@", "", False),
+    case("email", "a@", "", False),
+    case("email", "a@", "b.co", True),
+    case("email", "a.", "", False),
+    case("email", "a.", "@x.io", True),
+    case("email", "a@a.", "", False),
+    case("email", "a@a.", "io", True),
+    case("phone", "1", "", False),
+    case("phone", "1 ", "", False),
+    case("phone", "1 ", " call 415-555-0100", True),
+    case("phone", "1.", "", False),
+    case("phone", "12.", "", False),
+    case("phone", "1-", "", False),
+    case("phone", "(1)", "", False),
+    case("phone", "(1)", " (415) 555-0100", True),
+    case("phone", "+1", "", False),
+    case("phone", "+1 23 45 ", "", False),  # +CC and groups, too few digits: every one checked
+    case("phone", "12:30:45 ", "+1 415 555 0100", True),  # times, each removed first
+    case("phone", "\u0664", "", False),  # Arabic-Indic digits
+    case("payment_card", "1", "", False),
+    case("payment_card", "1 ", "", False),  # 19-digit candidates, none passing Luhn
+    case("payment_card", "1-", "; card 4111-1111-1111-1111", True),
+    case("payment_card", "4111 1111 1111 1112 ", "", False),
+    case("us_ssn", "1", "", False),
+    case("us_ssn", "1-", "", False),
+    case("us_ssn", "123-", "", False),
+    case("us_ssn", "123-", "45-6789", True),
+    case("us_ssn", "000-00-0000 ", "123-45-6789", True),  # never issued, each checked
+    case("iban", "A", "", False),
+    case("iban", "A1", "", False),
+    case("iban", "AB12", "", False),
+    case("iban", "AB12 ", ", IBAN GB82 WEST 1234 5698 7654 32", True),
+    case("ip_address", "1.", "", False),
+    case("ip_address", "1.", " 8.8.8.8", True),
+    case("ip_address", "999.1.1.1 ", "", False),
+    case("ip_address", "a:", "", False),
+    case("ip_address", "a:", " ::1", True),
+    case("ip_address", ":", "", False),
+    case("ip_address", "1:::1 ", "fe80::1", True),
+    case("ip_address", "12:30:45 ", "", False),
+]
+
+
+@pytest.mark.parametrize("adversarial", CASES)
+def test_the_detector_finishes_on_4_mb_and_is_right(adversarial: Case) -> None:
+    assert DETECTORS[adversarial.detector](adversarial.text(SIZE)) is adversarial.found
+
+
+@pytest.mark.parametrize("adversarial", CASES)
+def test_detect_scans_up_to_the_limit_and_is_right(adversarial: Case) -> None:
+    expected = [adversarial.detector] if adversarial.found else []
+    assert detect([adversarial.text(SCAN_LIMIT_CHARS)], [adversarial.detector]) == expected
+
+
+@pytest.mark.parametrize("adversarial", CASES)
+def test_the_lookaround_patterns_agree_at_a_size_they_can_take(adversarial: Case) -> None:
+    text = adversarial.text(LEGACY_SIZE)
+    assert LEGACY[adversarial.detector](text) is adversarial.found
+    assert DETECTORS[adversarial.detector](text) is adversarial.found
+
+
+def test_past_the_limit_every_enabled_detector_counts_as_fired() -> None:
+    text = Case("email", "a", "@example.com", True).text(SIZE)
+    assert detect([text], ["email"]) == ["email"]
+    assert detect([text], ["phone", "iban"]) == ["phone", "iban"]
+
+
+# --- the same matches as the lookaround patterns ------------------------------------------------
+
+FRAGMENTS = [
+    *"0123456789",
+    *" -.:()+@_,/\t\n",
+    *"aAfFxTZ",
+    "\u00a0",  # no-break space: Python's \s
+    "\u0664",  # Arabic-Indic four: Python's \d
+    "\uff15",  # fullwidth five: Python's \d
+    "é",  # Python's \w
+    "本",
+    "\u00b2",  # superscript two: \w, not \d
+    "\ud800",  # a lone surrogate, as JSON allows
+    "4111 1111 1111 1111",
+    "415-555-0100",
+    "+44 20 7946 0958",
+    "GB82 WEST 1234 5698 7654 32",
+    "192.168.1.10",
+    "2001:db8::1",
+    "123-45-6789",
+    "2024-05-01",
+    "12:30",
+    "a@b.co",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=24).map("".join))
+def test_every_detector_finds_what_the_lookaround_patterns_found(text: str) -> None:
+    for name, finds in DETECTORS.items():
+        assert finds(text) is LEGACY[name](text), name
+
+
+@pytest.mark.parametrize(
+    ("text", "detector"),
+    [
+        ("\uff10\uff19\uff10-\uff11\uff12\uff13\uff14-\uff15\uff16\uff17\uff18", "phone"),
+        ("call 020\u00a07946\u00a00958", "phone"),
+        ("\u0664\u0661\u0661\u0661 1111 1111 1111", "payment_card"),
+        ("\u0661\u0662\u0663-45-6789", "us_ssn"),
+        ("GB\u0668\u0662 WEST 1234 5698 7654 32", "iban"),
+    ],
+    ids=["fullwidth digits", "no-break spaces", "Arabic-Indic digits", "SSN", "IBAN check"],
+)
+def test_unicode_digits_and_spaces_count_as_python_counted_them(text: str, detector: str) -> None:
+    assert LEGACY[detector](text)
+    assert detect([text], [detector]) == [detector]
+
+
+@pytest.fixture(scope="module")
+def every_character() -> str:
+    return "".join(map(chr, [*range(0xD800), *range(0xE000, 0x110000)]))  # but surrogates
+
+
+@pytest.mark.parametrize(
+    ("python", "ours"),
+    [(r"\d+", r"\d+"), (r"\w+", r"[\w]+"), (r"\s+", r"[\s]+")],
+    ids=["digit", "word", "space"],
+)
+def test_character_classes_are_pythons_on_every_character_it_knows(
+    every_character: str, python: str, ours: str
+) -> None:
+    theirs = _members(re.finditer(python, every_character), every_character)
+    mine = _members(pii._compile(ours).finditer(every_character), every_character)
+    assert theirs
+    assert all(unicodedata.category(chr(c)) == "Cn" for c in mine ^ theirs)  # newer Unicode only
+
+
+def _members(runs: Iterable[Any], text: str) -> set[int]:
+    return {ord(char) for run in runs for char in text[run.start() : run.end()]}

@@ -1,0 +1,136 @@
+"""Privacy against hostile input, through the real proxy: a privacy header sent twice takes the
+strictest value, and the scan of a large adversarial body runs off the event loop, so other
+requests are answered meanwhile. Real processes: a simulator behind the proxy, httpx and raw
+sockets."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import Iterator
+
+import httpx
+import orjson
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.processes import FAST_ENGINE, Process, cloud_toml, proxy, sim
+from tests.proxy.test_hostile_clients import config
+
+CLOUD = ("--personality", "cloud", "--decode-base-ms", "1", "--output-tokens", "4")
+GUARDED = """
+[privacy]
+levels = [{ name = "public" }, { name = "restricted", cloud = "none" }]
+[privacy.detectors]
+email = "restricted"
+phone = "restricted"
+payment_card = "restricted"
+us_ssn = "restricted"
+iban = "restricted"
+ip_address = "restricted"
+[[routes]]
+model = "m"
+cloud = ["mini"]
+"""
+
+
+@pytest.fixture(scope="module")
+def guarded() -> Iterator[tuple[Process, Process]]:
+    """Every detector on, mapped to a level that may not leave; model "m" is served by the
+    cloud only (a simulator that records what reaches it)."""
+    with contextlib.ExitStack() as stack:
+        engine = stack.enter_context(sim(*FAST_ENGINE, "--model", "sim-model"))
+        cloud = stack.enter_context(sim(*CLOUD))
+        text = config(engine.url, body_timeout_s=60) + cloud_toml("mini", cloud.url) + GUARDED
+        yield stack.enter_context(proxy(text)), cloud
+
+
+def test_text_beyond_the_scan_limit_never_reaches_the_cloud(
+    guarded: tuple[Process, Process],
+) -> None:
+    p, cloud = guarded
+    url = p.url + "/v1/chat/completions"
+    sentence = "The quick brown fox jumps over the lazy dog. "
+    within = {"model": "m", "messages": [{"role": "user", "content": sentence * 2_000}]}
+    assert httpx.post(url, json=within, timeout=60).status_code == 200  # harmless and scanned
+    reached = len(httpx.get(cloud.url + "/_sim/requests").json()["requests"])
+    beyond = {"model": "m", "messages": [{"role": "user", "content": sentence * 25_000}]}
+    refused = httpx.post(url, json=beyond, timeout=60)  # the same prose, 1.1 M characters
+    assert refused.status_code == 503
+    assert refused.headers["x-overspill-privacy"] == "restricted"
+    assert len(httpx.get(cloud.url + "/_sim/requests").json()["requests"]) == reached
+
+
+# --- repeated privacy and priority headers --------------------------------------------------
+
+
+def test_a_privacy_header_sent_twice_takes_the_strictest() -> None:
+    levels = ('[privacy]\nlevels = [{ name = "public" }, '
+              '{ name = "restricted", cloud = "none" }]\n')  # fmt: skip
+    with sim(*FAST_ENGINE, "--model", "sim-model") as engine, \
+            proxy(config(engine.url) + levels) as p:  # fmt: skip
+        for values in (["public", "restricted"], ["restricted", "public"],
+                       ["public, restricted"]):  # fmt: skip
+            headers = [("x-overspill-privacy", v) for v in values]
+            body = {"model": "sim-model", "max_tokens": 2,
+                    "messages": [{"role": "user", "content": "x"}]}  # fmt: skip
+            url = p.url + "/v1/chat/completions"
+            response = httpx.post(url, headers=headers, timeout=30, json=body)
+            assert response.status_code == 200
+            assert response.headers["x-overspill-privacy"] == "restricted"
+
+
+def _scans(client: httpx.Client, url: str) -> tuple[float, float]:
+    """(started, running) privacy scans in worker threads, from /metrics."""
+    values = {}
+    for family in text_string_to_metric_families(client.get(url + "/metrics").text):
+        if family.name.startswith("overspill_privacy_thread_scans"):
+            values[family.name] = family.samples[0].value
+    return values["overspill_privacy_thread_scans"], values[
+        "overspill_privacy_thread_scans_running"
+    ]
+
+
+def test_the_scan_of_a_large_body_does_not_hold_other_requests(
+    guarded: tuple[Process, Process],
+) -> None:
+    """While 4 MB bodies of adversarial text are scanned, /healthz is answered: seen as a scan
+    reported running before and after a /healthz answer, with no other scan started between.
+    A scan that held the event loop could never be seen running at all."""
+    p, _ = guarded
+    # digit groups that look almost like phone numbers: the costliest text for the detectors,
+    # and 4 MB of it, past the scan cap (what lies beyond counts as detected)
+    text = ("+1 23 45 " * 450_000)[: 4_000_000 - 1000]
+    raw = orjson.dumps({"model": "sim-model", "max_tokens": 1,
+                        "messages": [{"role": "user", "content": text}]})  # fmt: skip
+    head = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json"
+            b"\r\ncontent-length: " + str(len(raw)).encode() + b"\r\n\r\n")  # fmt: skip
+    host, port = p.url.removeprefix("http://").split(":")
+    with httpx.Client(timeout=120) as client:
+        for _ in range(20):  # rounds of big bodies, until one scan is caught running
+            conns = [socket.create_connection((host, int(port)), timeout=120) for _ in range(3)]
+            for conn in conns:
+                conn.sendall(head + raw)
+            seen = False
+            while not seen and not all(_answered(conn) for conn in conns):
+                before = _scans(client, p.url)
+                if before[1] < 1:
+                    continue
+                assert client.get(p.url + "/healthz").status_code == 200
+                after = _scans(client, p.url)
+                seen = after[1] >= 1 and after[0] == before[0]
+            for conn in conns:
+                conn.close()
+            if seen:
+                return
+    raise AssertionError("no /healthz was answered while a scan was running")
+
+
+def _answered(conn: socket.socket) -> bool:
+    conn.setblocking(False)
+    try:
+        return bool(conn.recv(1, socket.MSG_PEEK))
+    except BlockingIOError:
+        return False
+    finally:
+        conn.setblocking(True)
