@@ -406,3 +406,31 @@ def _stream_one_and_close(url: str) -> int:
         for _ in range(3):
             next(lines)
         return response.status_code
+
+
+def test_local_streams_closed_early_still_use_the_token_rate() -> None:
+    """100 tokens a minute; each stream asks for up to 50 and is closed after three lines: it is
+    charged what passed (prompt and pieces), not nothing, so the tenant is soon refused."""
+    tenants = KEYED.replace('name = "acme"', 'name = "acme"\ntokens_per_minute = 100\nburst_s = 60')
+    long = (*MODEL, "--decode-base-ms", "5", "--output-tokens", "400",
+            "--output-distribution", "fixed")  # fmt: skip
+    with stack(tenants, engine_args=long) as p:
+        body = {"model": "sim-model", "stream": True, "max_tokens": 50,
+                "messages": [{"role": "user", "content": "hello"}]}  # fmt: skip
+        headers = {"authorization": f"Bearer {ACME_KEY}"}
+        refused, opened = None, 0
+        for _ in range(30):
+            with httpx.stream("POST", p.url + "/v1/chat/completions", json=body,
+                              headers=headers, timeout=30) as response:  # fmt: skip
+                if response.status_code != 200:
+                    response.read()
+                    refused = response
+                    break
+                opened += 1
+                lines = response.iter_lines()
+                for _ in range(3):
+                    next(lines)
+        assert refused is not None, "early closes were never charged"
+        assert refused.status_code == 429
+        assert refused.headers["x-overspill-limit"] == "tokens_per_minute"
+        assert opened >= 1
