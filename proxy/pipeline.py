@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from cache.store import Hit
 from policies.decide import RequestFacts, RoutingPlan, Target, decide, route_for
 from policies.identity import KeyRing
+from policies.load import LoadSnapshot
 from policies.model import Policy, Priority, Tenant
 from policies.priority import HEADER as PRIORITY_HEADER
 from policies.priority import UnknownPriority, priority_of
@@ -135,6 +136,11 @@ class Pipeline:
         finally:
             self.scans.running -= 1
 
+    def serves(self, model: str, snapshot: LoadSnapshot | None = None) -> bool:
+        """A local backend serves the model now, or a route sends it to a cloud."""
+        snapshot = snapshot or self.backends.snapshot()
+        return bool(snapshot.serving(model)) or bool(route_for(self.policy, model).cloud)
+
     def plan(
         self,
         request: ProxyRequest,
@@ -152,8 +158,7 @@ class Pipeline:
             self.policy.priorities.default)  # fmt: skip
         snapshot = self.backends.snapshot()
         prompt = prompt or Prompt([], {}, {})
-        route = route_for(self.policy, request.model)
-        if not snapshot.serving(request.model) and not route.cloud:
+        if not self.serves(request.model, snapshot):
             known = sorted({*snapshot.public_models(), *(r.model for r in self.policy.routes)})
             available = ", ".join(known) or "none"
             raise ModelNotFound(
@@ -184,6 +189,8 @@ class Pipeline:
         tenant = self.policy.tenant(identity.tenant)
         self.gate.allow_model(tenant, request.model)
         reply.note_request(identity.tenant, request.model)
+        if self.serves(request.model):  # traffic is kept per model only for models we serve
+            reply.note_served(request.model)
         if self.policy.server.log_prompts:  # written only for levels that may leave (observe.py)
             reply.state["prompt"] = _last_user_text(request.body)
         with self.gate.admitted(tenant, request.token_estimate) as ticket:
@@ -202,7 +209,6 @@ class Pipeline:
         privacy = await self.classified(request, headers, caller.tenant)
         prompt = self.affinity.prompt(request, self.policy.balancing, caller.scope)
         plan = self.plan(request, privacy, prompt, caller=caller)
-        reply.note_served(request.model)
         reply.note(plan.reasons, privacy.level)
         reply.note_priority(caller.priority.name)
         caching = self.answers.caching(self.policy, request, privacy.level, caller.scope,

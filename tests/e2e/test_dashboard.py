@@ -98,7 +98,8 @@ def test_the_dashboard_shows_what_the_proxy_knows(
         assert shown(browser, "traffic-m-cache") == "3"
         assert shown(browser, "traffic-m-refused") == "2"
         assert shown(browser, "traffic-hosted-cloud") == "2"
-        assert shown(browser, "traffic-nope-refused") == "1"
+        # a model nobody serves is counted as "other": clients cannot grow the table
+        assert shown(browser, "traffic-other-refused") == "1"
         rows = browser.find_elements(By.CSS_SELECTOR, "#decisions tr")
         assert len(rows) == len(sent)
         assert "least outstanding" in rows[-1].text  # the oldest: the first local request
