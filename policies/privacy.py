@@ -97,9 +97,11 @@ def _meta(body: dict[str, Any]) -> str | None:
 
 
 def request_texts(body: dict[str, Any]) -> list[str]:
-    """Every string the model would read: message contents and parts, tool-call arguments,
-    the completion prompt, embedding inputs."""
-    return list(_strings([body.get("messages"), body.get("prompt"), body.get("input")]))
+    """Every string of the body, field names included, but the model's name: what any target
+    could receive, whatever field it sits in (messages and their parts, tool calls and results,
+    tools, response formats, predictions, suffixes, `user`, prompts, embedding inputs, fields
+    a future API adds). Reading more can only make a request stricter."""
+    return list(_strings({key: value for key, value in body.items() if key != "model"}))
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -109,5 +111,6 @@ def _strings(value: Any) -> Iterator[str]:
         for item in value:
             yield from _strings(item)
     elif isinstance(value, dict):
-        for item in value.values():
+        for key, item in value.items():
+            yield key
             yield from _strings(item)

@@ -258,10 +258,10 @@ def test_request_texts_reads_tool_call_arguments_and_tool_results() -> None:
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ({"prompt": "once upon a time"}, ["once upon a time"]),
-        ({"prompt": ["first prompt", "second prompt"]}, ["first prompt", "second prompt"]),
-        ({"input": "embed me"}, ["embed me"]),
-        ({"input": ["one", "two", "three"]}, ["one", "two", "three"]),
+        ({"prompt": "once upon a time"}, ["prompt", "once upon a time"]),
+        ({"prompt": ["first prompt", "second"]}, ["prompt", "first prompt", "second"]),
+        ({"input": "embed me"}, ["input", "embed me"]),
+        ({"input": ["one", "two", "three"]}, ["input", "one", "two", "three"]),
     ],
     ids=["prompt string", "prompt list", "input string", "input list"],
 )
@@ -271,16 +271,41 @@ def test_request_texts_reads_prompts_and_embedding_inputs(
     assert request_texts({"model": "m", **body}) == expected
 
 
-def test_request_texts_skips_token_ids_and_other_fields() -> None:
-    body = {
-        "model": "llama",
-        "user": "jane@example.com",
-        "metadata": {"note": "jane@example.com"},
-        "prompt": [[1, 2, 3], [4, 5]],
-        "max_tokens": 5,
-        "temperature": 0.2,
-    }
-    assert request_texts(body) == []
+def test_request_texts_skips_token_ids_numbers_and_the_model_name() -> None:
+    body = {"model": "jane@example.com", "prompt": [[1, 2, 3], [4, 5]], "max_tokens": 5,
+            "temperature": 0.2}  # fmt: skip
+    assert request_texts(body) == ["prompt", "max_tokens", "temperature"]
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        {"user": "jane@example.com"},
+        {"metadata": {"note": "jane@example.com"}},
+        {"prediction": {"type": "content", "content": "jane@example.com"}},
+        {"suffix": "# contact jane@example.com"},
+        {"stop": ["jane@example.com"]},
+        {
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {"name": "f", "description": "mail jane@example.com"},
+                }
+            ]
+        },
+        {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"schema": {"properties": {"jane@example.com": {"type": "string"}}}},
+            }
+        },
+        {"a_field_no_api_has_yet": {"deep": ["jane@example.com"]}},
+    ],
+    ids=["user", "metadata", "prediction", "suffix", "stop", "tools", "schema key", "unknown"],
+)
+def test_personal_data_in_any_field_raises_the_level(field: dict[str, Any]) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hello"}], **field}
+    assert level_of(body) == "internal"
 
 
 def test_request_texts_of_an_empty_body_is_empty() -> None:
@@ -372,7 +397,8 @@ def test_past_the_limit_each_detector_gives_its_own_reason() -> None:
 
 
 def test_a_request_up_to_the_scan_limit_gets_only_what_is_detected() -> None:
-    body = prompts("mail jane@example.com", "x" * (SCAN_LIMIT_CHARS - 21))
+    # the field's name counts too: "prompt", 6 characters
+    body = prompts("mail jane@example.com", "x" * (SCAN_LIMIT_CHARS - 21 - 6))
     result = classify(POLICY, header=None, body=body, tenant=None)
     assert result == Classification("internal", ("detected email: internal",))
 

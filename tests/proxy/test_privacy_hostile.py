@@ -61,6 +61,45 @@ def test_text_beyond_the_scan_limit_never_reaches_the_cloud(
     assert len(httpx.get(cloud.url + "/_sim/requests").json()["requests"]) == reached
 
 
+@pytest.mark.parametrize(
+    ("path", "extra"),
+    [
+        ("chat", {"prediction": {"type": "content", "content": "SSN 123-45-6789"}}),
+        ("chat", {"user": "jane.doe@example.com"}),
+        ("chat", {"stop": ["4111 1111 1111 1111"]}),
+        (
+            "chat",
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": "x",
+                        "schema": {"description": "reply to jane.doe@example.com"},
+                    },
+                }
+            },
+        ),
+        ("completions", {"suffix": "# contact bob@example.com"}),
+    ],
+    ids=["prediction", "user", "stop", "schema", "suffix"],
+)
+def test_personal_data_in_any_field_never_reaches_the_cloud(
+    guarded: tuple[Process, Process], path: str, extra: dict[str, object]
+) -> None:
+    p, cloud = guarded
+    before = len(httpx.get(cloud.url + "/_sim/requests").json()["requests"])
+    shape = ({"messages": [{"role": "user", "content": "hello"}]} if path == "chat"
+             else {"prompt": "def main():"})  # fmt: skip
+    body = {"model": "m", **shape}
+    url = p.url + {"chat": "/v1/chat/completions", "completions": "/v1/completions"}[path]
+    clean = httpx.post(url, json=body, timeout=60)
+    assert clean.status_code == 200  # the same request without the field goes to the cloud
+    refused = httpx.post(url, json={**body, **extra}, timeout=60)
+    assert refused.status_code == 503
+    assert refused.headers["x-overspill-privacy"] == "restricted"
+    assert len(httpx.get(cloud.url + "/_sim/requests").json()["requests"]) == before + 1
+
+
 # --- repeated privacy and priority headers --------------------------------------------------
 
 
