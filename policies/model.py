@@ -36,6 +36,7 @@ class Server:
     spend_path: str | None = None
     # A body field a cloud call may not take (proxy/cloud_params.py): dropped, or refused (400)
     unlisted_params: Literal["drop", "refuse"] = "drop"
+    header_timeout_s: float = 10.0  # a request's line and headers must arrive within this
     body_timeout_s: float = 30.0  # a request body must arrive whole within this time (408)
     # Connections and requests at once, beyond which uvicorn answers 503 (behind nginx, keep
     # nginx's worker_connections at or under this)

@@ -68,6 +68,7 @@ SERVER = {
     "log_prompts": Spec(bool, "true or false", False),
     "spend_path": Spec(str, "a file path", None),
     "unlisted_params": Spec(str, '"drop" or "refuse"', "drop", _one_of("drop", "refuse")),
+    "header_timeout_s": Spec(NUMBER, SECONDS, 10.0, _positive),
     "body_timeout_s": Spec(NUMBER, SECONDS, 30.0, _positive),
     "max_connections": Spec(int, "an integer", 4096, _positive),
 }

@@ -105,7 +105,7 @@ async def _once(open_answer: Callable[[], Awaitable[Answer]], breaker: Breaker) 
         first = await anext(chunks, b"")
     except UpstreamError as error:
         if error.retryable or error.status >= 500:
-            breaker.record_failure(time.monotonic(), error.message)
+            breaker.record_failure(time.monotonic(), error.summary)
         else:
             breaker.release()
         raise

@@ -10,6 +10,8 @@ fetch a price list at start without LITELLM_LOCAL_MODEL_COST_MAP, which is set h
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import os
 from collections.abc import AsyncIterator, Callable
@@ -22,6 +24,7 @@ from policies.model import CloudTarget
 from proxy.cloud_params import Unlisted, dropped_header, outbound
 from proxy.errors import (
     APIError,
+    BadRequest,
     UpstreamError,
     UpstreamStatus,
     UpstreamTimeout,
@@ -115,13 +118,24 @@ class CloudAnswer:
         except Exception as exc:
             raise _mapped(self.target, exc) from exc
         finally:
+            source = self.source
             self.close()
+            await _closed(source)
 
     def close(self) -> None:
         if self.bill is not None:
             self.bill.settle()
         if self.stream:
             self.source = None
+
+
+async def _closed(source: Any) -> None:
+    """Close litellm's stream, and with it the connection: the provider stops generating (and
+    billing) as soon as the client is gone, not at the end of the answer."""
+    closer = getattr(source, "aclose", None)
+    if closer is not None:
+        with contextlib.suppress(Exception):
+            await closer()
 
 
 class Cloud:
@@ -157,6 +171,11 @@ class Cloud:
             result = await getattr(self.litellm, _CALLS[request.endpoint])(**params)
         except Exception as exc:
             raise _mapped(target.name, exc) from exc
+        except asyncio.CancelledError:
+            # The client left while the provider worked: it may have generated the whole answer,
+            # and bills it. Charged as the request's full estimate, so leaving never pays less.
+            bill(self._price(target, request.prompt_estimate, request.answer_estimate))
+            raise
         if request.stream:
             price = functools.partial(self._price, target)
             stream_bill = StreamBill(price, bill, request.prompt_estimate)
@@ -181,10 +200,9 @@ class Cloud:
             "api_base": target.api_base or None,
             "api_key": os.environ.get(target.api_key_env, "") if target.api_key_env else None,
         }  # fmt: skip
-        if request.stream:  # always priced: the usage chunk is asked for, and hidden if unasked
-            options = request.body.get("stream_options")
-            params["stream_options"] = {**(options if isinstance(options, dict) else {}),
-                                        "include_usage": True}  # fmt: skip
+        if request.stream:  # always priced: the usage chunk is asked for, and hidden if unasked;
+            # nothing else a client put in stream_options travels
+            params["stream_options"] = {"include_usage": True}
         return params
 
     def _price(self, target: CloudTarget, prompt: int, completion: int) -> float:
@@ -206,15 +224,35 @@ class Cloud:
 _CALLS = {"chat": "acompletion", "completions": "atext_completion", "embeddings": "aembedding"}
 
 
+def _root(exc: BaseException) -> BaseException:
+    """The innermost exception of a chain (litellm wraps what really happened)."""
+    seen = {id(exc)}
+    while (inner := exc.__cause__ or exc.__context__) is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        exc = inner
+    return exc
+
+
 def _asks_usage(body: dict[str, Any]) -> bool:
     options = body.get("stream_options")
     return isinstance(options, dict) and bool(options.get("include_usage"))
+
+
+# Raised inside litellm while it builds a call from the request's parameters, before anything is
+# sent; it wraps them as connection errors, but they say nothing about the target.
+_LOCAL_FAILURES = (TypeError, ValueError, KeyError, AttributeError, ImportError, IndexError)
 
 
 def _mapped(target: str, exc: Exception) -> APIError:
     """litellm's exceptions -> the proxy's, at this boundary."""
     if isinstance(exc, APIError):
         return exc
+    cause = _root(exc)
+    if isinstance(cause, _LOCAL_FAILURES):
+        first_line = str(cause).splitlines()[0][:200] if str(cause) else ""
+        return BadRequest(f"cloud target {target!r} cannot take this request: "
+                          f"{type(cause).__name__}: {first_line}",
+                          code="cloud_rejected_request")  # fmt: skip
     name = type(exc).__name__
     status = getattr(exc, "status_code", None)
     if "Timeout" in name:

@@ -134,6 +134,13 @@ class UpstreamError(APIError):
     code = "upstream_error"
     retryable = False
 
+    @property
+    def summary(self) -> str:
+        """What went wrong, with no text the upstream or the request supplied: the breaker keeps
+        it and shows it to every caller while it is open, so it must not carry one request's
+        content to another."""
+        return f"{self.code} ({self.status})"
+
 
 class UpstreamUnavailable(UpstreamError):
     """The engine could not be reached (connection refused, reset, DNS): safe to try elsewhere."""
@@ -171,6 +178,10 @@ class UpstreamStatus(UpstreamError):
         self.retryable = status >= 500 or status == 429
         if status == 503:
             self.code = "upstream_overloaded"
+
+    @property
+    def summary(self) -> str:
+        return f"answered {self.upstream_status}"
 
     def render(self) -> bytes:
         return self.upstream_body if self.upstream_body is not None else super().render()

@@ -394,7 +394,7 @@ class Pipeline:
                         async for chunk in opened.rest:
                             yield chunk
             except UpstreamError as error:
-                breaker.record_failure(time.monotonic(), error.message)
+                breaker.record_failure(time.monotonic(), error.summary)
                 raise
             except BaseException:
                 breaker.release()  # the client left: no verdict on the target

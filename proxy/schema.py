@@ -48,13 +48,15 @@ class ProxyRequest:
     def token_estimate(self) -> int:
         """Prompt tokens plus the answer's budget: the request's work in tokens, for predicting
         waits and charging rate limits (an estimate: the engine's own count comes later)."""
+        return self.prompt_estimate + self.answer_estimate
+
+    @property
+    def answer_estimate(self) -> int:
+        """The answer's budget: its max tokens, else a typical answer's length."""
         limit = self.body.get("max_completion_tokens") or self.body.get("max_tokens")
-        answer = (
-            limit
-            if isinstance(limit, int) and not isinstance(limit, bool)
-            else DEFAULT_ANSWER_TOKENS
-        )
-        return self.prompt_estimate + answer
+        if isinstance(limit, int) and not isinstance(limit, bool):
+            return limit
+        return DEFAULT_ANSWER_TOKENS
 
     @property
     def prompt_estimate(self) -> int:

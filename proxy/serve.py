@@ -69,6 +69,7 @@ def _serve(path: Path, args: argparse.Namespace, demo: bool) -> int:
         policy.server.port if args.port is None else args.port,
         log_level="warning",
         max_connections=policy.server.max_connections,
+        header_timeout_s=policy.server.header_timeout_s,
     )
     # Until the app installs its SIGHUP handler (a reload), a SIGHUP must not end the process.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)

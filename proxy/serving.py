@@ -12,6 +12,8 @@ import socket
 import uvicorn
 from starlette.types import ASGIApp
 
+from proxy.head_deadline import with_head_deadline
+
 
 def bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -30,15 +32,17 @@ class Server:
         port: int,
         log_level: str = "warning",
         max_connections: int | None = None,
+        header_timeout_s: float | None = None,
     ) -> None:
         """`max_connections`: connections and requests at once, beyond which uvicorn answers
-        503 at once (None: no limit)."""
+        503 at once (None: no limit). `header_timeout_s`: how long a request's head may take to
+        arrive (None: for ever, as plain uvicorn)."""
         self.sock = bind(host, port)
         self.host, self.port = self.sock.getsockname()[:2]
         config = uvicorn.Config(
             app,
             loop="uvloop",
-            http="httptools",
+            http=with_head_deadline(header_timeout_s) if header_timeout_s else "httptools",
             lifespan="on",
             log_level=log_level,
             access_log=False,

@@ -243,3 +243,39 @@ def test_a_forged_answer_never_enters_the_cache() -> None:
         assert again.json()["choices"] == forged.json()["choices"]
         assert len(b.received(b.cloud)) == 1
         assert b.received(b.attacker) == []
+
+
+def test_a_malformed_parameter_is_the_callers_400_and_never_opens_the_breaker(
+    stack: Boundary,
+) -> None:
+    """litellm fails while building the call (nothing is sent): that says nothing about the
+    target, so the breaker does not count it, and no caller's text reaches another's error."""
+    secret = "bob's patient: Jane Roe, diagnosis X"
+    for _ in range(12):  # more than the breaker's consecutive failures
+        bad = send(stack, body(response_format=secret))
+        assert bad.status_code == 400
+        assert bad.json()["error"]["code"] == "cloud_rejected_request"
+    other = send(stack, body("anyone else"))
+    assert other.status_code == 200
+    assert secret not in other.text
+    assert secret not in other.headers.get("x-overspill-reason", "")
+    status = httpx.get(stack.proxy.url + "/admin/status").json()
+    assert status["breakers"]["mini"]["state"] == "closed"
+
+
+def test_tools_reach_the_cloud() -> None:
+    with boundary() as b:
+        tool = {"type": "function", "function": {"name": "weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}}}}}  # fmt: skip
+        response = send(b, body(tools=[tool]))
+        assert response.status_code == 200, response.text
+        assert b.received(b.cloud)[-1]["body"]["tools"][0]["function"]["name"] == "weather"
+
+
+def test_nothing_but_the_usage_request_travels_in_stream_options(stack: Boundary) -> None:
+    options = {"include_usage": False, "api_base": stack.attacker.url + "/v1", "x": {"y": 1}}
+    response = send(stack, body(stream_options=options), stream=True)
+    assert response.status_code == 200
+    assert '"usage"' not in response.text  # the client asked for none: hidden
+    assert stack.received(stack.cloud)[-1]["body"]["stream_options"] == {"include_usage": True}
+    assert stack.received(stack.attacker) == []

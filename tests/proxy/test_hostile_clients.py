@@ -155,6 +155,28 @@ def test_connections_beyond_the_limit_are_turned_away_and_come_back() -> None:
         _wait_for(lambda: chat(p.url).status_code == 200)
 
 
+def test_silent_or_trickling_connections_are_closed_and_free_their_slots() -> None:
+    """Connections that send nothing, or only part of a request's head, are closed once the
+    head is late: the slots they held serve other clients again."""
+    extra = "max_connections = 4\nheader_timeout_s = 1"
+    with sim(*FAST_ENGINE, "--model", "sim-model") as engine, \
+            proxy(config(engine.url, extra, body_timeout_s=60)) as p:  # fmt: skip
+        host, port = p.url.removeprefix("http://").split(":")
+        silent = [socket.create_connection((host, int(port)), timeout=60) for _ in range(2)]
+        trickling = [socket.create_connection((host, int(port)), timeout=60) for _ in range(2)]
+        for conn in trickling:
+            conn.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n")
+        for conn in [*silent, *trickling]:
+            while True:  # until the proxy closes it; the socket's timeout is the backstop
+                try:
+                    if conn.recv(65536) == b"":
+                        break
+                except ConnectionResetError:
+                    break
+            conn.close()
+        _wait_for(lambda: chat(p.url).status_code == 200)
+
+
 def _wait_for(condition: object, tries: int = 200) -> None:
     for _ in range(tries):
         if callable(condition) and condition():

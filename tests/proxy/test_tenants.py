@@ -434,3 +434,40 @@ def test_local_streams_closed_early_still_use_the_token_rate() -> None:
         assert refused.status_code == 429
         assert refused.headers["x-overspill-limit"] == "tokens_per_minute"
         assert opened >= 1
+
+
+def test_cloud_answers_the_client_gave_up_on_are_charged_until_refused() -> None:
+    """Each whole answer takes the provider three seconds; the client gives up after half of
+    one, before litellm has returned anything: the proxy charges the request's estimate (the
+    provider bills the work it started), and acme is refused once its budget is spent."""
+    slow = ("--personality", "cloud", "--decode-base-ms", "50", "--output-tokens", "60",
+            "--output-distribution", "fixed")  # fmt: skip
+    with sim(*FAST_ENGINE, *MODEL) as engine, sim(*slow) as cloud, \
+            proxy(budget_policy(engine.url, cloud.url, 0.0001)) as p:  # fmt: skip
+        body = {"model": "m", "max_tokens": 60, "messages": [{"role": "user", "content": "hi"}]}
+        headers = {"x-overspill-tenant": "acme"}
+        refused = None
+        for _ in range(20):
+            try:
+                response = httpx.post(p.url + "/v1/chat/completions", json=body,
+                                      headers=headers, timeout=0.5)  # fmt: skip
+            except httpx.TimeoutException:
+                continue
+            refused = response
+            break
+        assert refused is not None, "gave-up requests were never charged"
+        assert refused.status_code == 503
+        assert "budget: tenant 'acme' spent" in refused.json()["error"]["message"]
+
+
+def test_a_cloud_stream_the_client_leaves_is_closed_at_the_provider() -> None:
+    with sim(*FAST_ENGINE, *MODEL) as engine, sim(*LONG_ANSWERS) as cloud, \
+            proxy(budget_policy(engine.url, cloud.url, 1.0)) as p:  # fmt: skip
+        assert _stream_one_and_close(p.url) == 200
+        for _ in range(200):  # the provider sees the connection close: wait for it
+            if httpx.get(cloud.url + "/_sim/stats").json()["aborted"] >= 1:
+                break
+            time.sleep(0.05)
+        stats = httpx.get(cloud.url + "/_sim/stats").json()
+        assert stats["aborted"] == 1
+        assert stats["generation_tokens"] < 400
