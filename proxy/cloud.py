@@ -58,6 +58,7 @@ class StreamBill:
     def saw(self, chunk: Any) -> None:
         if getattr(chunk, "usage", None) is not None:
             self.usage = chunk.usage
+            self.settle()  # now, before the client sees the stream end and asks again
         for choice in getattr(chunk, "choices", None) or ():
             delta = getattr(choice, "delta", None)
             text = getattr(delta, "content", None) or getattr(choice, "text", None)

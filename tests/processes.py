@@ -11,6 +11,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
+
 from proxy.children import Child, overspill_command, started
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,4 +79,8 @@ def proxy(config: str, *args: str, env: dict[str, str] | None = None) -> Iterato
         path.write_text(config)
         command = overspill_command("serve", "--config", str(path), "--port", "0", *args)
         with running(command, env={"TEST_CLOUD_KEY": TEST_CLOUD_KEY, **(env or {})}) as p:
+            # The URL is printed before start-up ends (importing litellm takes seconds when a
+            # cloud is configured): a test's first request would wait it out under its own
+            # timeout. /healthz answers once the proxy is up.
+            httpx.get(p.url + "/healthz", timeout=120).raise_for_status()
             yield p

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.cloud_params import ALLOWED, SET_BY_PROXY, dropped_header, outbound
@@ -66,6 +66,7 @@ values = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=30)
                    st.lists(st.integers(), max_size=3))  # fmt: skip
 
 
+@settings(deadline=None)  # pure, but a loaded machine may pause any example
 @given(extra=st.dictionaries(body_keys, values, max_size=8),
        endpoint=st.sampled_from(["chat", "completions", "embeddings"]))  # fmt: skip
 def test_random_extra_keys_only_ever_add_allowed_parameters(

@@ -9,7 +9,7 @@ import contextlib
 import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -20,7 +20,7 @@ from tests.processes import FAST_ENGINE, Process, backend_toml, proxy, sim
 TENANTS = '[[tenants]]\nname = "acme"\n[[tenants]]\nname = "globex"\n'
 
 
-def config(engine: str, extra: str = "", body_timeout_s: float = 1) -> str:
+def config(engine: str, extra: str = "", body_timeout_s: float = 30) -> str:
     """`extra`: more [server] keys. The semantic layer is off: loading its model is a one-time
     cost that would hide what these tests measure."""
     return (f"[server]\nprobe_interval_s = 0.2\nbody_timeout_s = {body_timeout_s}\n{extra}\n"
@@ -90,20 +90,24 @@ def test_a_long_or_repeated_tenant_header_is_a_400(stack: tuple[Process, Process
     assert httpx.post(url, timeout=30, headers=keys, json=body).status_code == 400
 
 
-def test_invented_tenant_names_leave_memory_bounded(stack: tuple[Process, Process]) -> None:
+def test_invented_tenant_names_leave_no_trace(stack: tuple[Process, Process]) -> None:
+    """Names no policy declares get no bookkeeping of their own: not a cache scope, not a
+    bucket, not a metric label, not a dashboard line (bench.abuse measures memory over
+    10,000 of them)."""
     p, _ = stack
-    chat(p.url, {"x-overspill-tenant": "warm-up"}, temperature=0)
-    before = rss_kib(p.popen.pid)
     with httpx.Client(timeout=30) as client:
-        for n in range(2000):
+        for n in range(300):
             body = {"model": "sim-model", "temperature": 0, "max_tokens": 2,
                     "messages": [{"role": "user", "content": f"question {n}"}]}  # fmt: skip
             headers = {"x-overspill-tenant": f"invented-{n}-{uuid.uuid4().hex}"}
             response = client.post(p.url + "/v1/chat/completions", json=body, headers=headers)
             assert response.status_code == 200
-    status = httpx.get(p.url + "/admin/status").json()
-    assert len(status["tenants"]) == 2  # only the declared ones are listed
-    assert rss_kib(p.popen.pid) - before < 64 * 1024
+        status = client.get(p.url + "/admin/status").json()
+        assert [t["name"] for t in status["tenants"]] == ["acme", "globex"]
+        for page in ("/metrics", "/admin/status"):
+            assert "invented-" not in client.get(p.url + page).text, page
+        traffic = client.get(p.url + "/admin/traffic").json()
+        assert len(traffic["decisions"]) <= 50  # the last decisions only, whoever sent them
 
 
 # --- bodies ---------------------------------------------------------------------------------
@@ -121,22 +125,21 @@ def test_a_deeply_nested_body_is_a_400(stack: tuple[Process, Process]) -> None:
         assert "nested" in str(openai_error(response)["message"]) or depth > 1000
 
 
-def test_a_trickled_body_gets_a_408(
-    stack: tuple[Process, Process],
-) -> None:
-    p, _ = stack
-    host, port = p.url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=60) as conn:
-        conn.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
-                     b"content-type: application/json\r\ncontent-length: 500\r\n\r\n{")  # fmt: skip
-        answer = b""
-        while b'"request_timeout"' not in answer:  # the test's timeout is the backstop
-            more = conn.recv(65536)
-            if not more:
-                break
-            answer += more
-    assert answer.startswith(b"HTTP/1.1 408")
-    assert b'"request_timeout"' in answer
+def test_a_trickled_body_gets_a_408() -> None:
+    with sim(*FAST_ENGINE, "--model", "sim-model") as engine, \
+            proxy(config(engine.url, body_timeout_s=1)) as p:  # fmt: skip
+        host, port = p.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=60) as conn:
+            head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 500\r\n"
+            conn.sendall(head + b"content-type: application/json\r\n\r\n{")
+            answer = b""
+            while b'"request_timeout"' not in answer:  # the test's timeout is the backstop
+                more = conn.recv(65536)
+                if not more:
+                    break
+                answer += more
+        assert answer.startswith(b"HTTP/1.1 408")
+        assert b'"request_timeout"' in answer
 
 
 def test_connections_beyond_the_limit_are_turned_away_and_come_back() -> None:
@@ -177,12 +180,10 @@ def test_silent_or_trickling_connections_are_closed_and_free_their_slots() -> No
         _wait_for(lambda: chat(p.url).status_code == 200)
 
 
-def _wait_for(condition: object, tries: int = 200) -> None:
-    for _ in range(tries):
-        if callable(condition) and condition():
-            return
+def _wait_for(condition: Callable[[], bool]) -> None:
+    """Wait for an event the test cannot be told of; the test's timeout is the backstop."""
+    while not condition():
         time.sleep(0.05)
-    raise AssertionError("never happened")
 
 
 # --- no cross-tenant signals ----------------------------------------------------------------
@@ -198,7 +199,7 @@ def _idle(p: Process) -> None:
         return all(b["in_flight"] == 0 and not b["load"]["running"] and not b["load"]["waiting"]
                    for b in backends)  # fmt: skip
 
-    _wait_for(idle, tries=400)
+    _wait_for(idle)
 
 
 def _globex_sees(acme_first: bool) -> list[tuple[str, ...]]:
