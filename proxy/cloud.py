@@ -173,9 +173,9 @@ class Cloud:
         except Exception as exc:
             raise _mapped(target.name, exc) from exc
         except asyncio.CancelledError:
-            # The client left while the provider worked: it may have generated the whole answer,
-            # and bills it. Charged as the request's full estimate, so leaving never pays less.
-            bill(self._price(target, request.prompt_estimate, request.answer_estimate))
+            # The client left while the provider worked: it may generate the whole answer, and
+            # bill it. Charged as the most it could have cost, so leaving never pays less.
+            bill(self._price(target, request.prompt_estimate, self._most_tokens(target, request)))
             raise
         if request.stream:
             price = functools.partial(self._price, target)
@@ -206,6 +206,20 @@ class Cloud:
             params["stream_options"] = {"include_usage": True}
         return params
 
+    def _most_tokens(self, target: CloudTarget, request: ProxyRequest) -> int:
+        """The most answer tokens the call may bring: its max tokens, else the model's maximum
+        output, for each of its `n` choices."""
+        limit = request.answer_limit
+        if limit is None:
+            try:
+                limit = int(self.litellm.get_model_info(target.model)["max_output_tokens"])
+            except Exception:  # a model litellm does not know: a typical long answer
+                limit = FALLBACK_MAX_OUTPUT
+        choices = request.body.get("n")
+        if isinstance(choices, int) and not isinstance(choices, bool) and choices > 1:
+            return limit * choices
+        return limit
+
     def _price(self, target: CloudTarget, prompt: int, completion: int) -> float:
         try:
             cost = self.litellm.cost_per_token(
@@ -222,16 +236,29 @@ class Cloud:
             return 0.0
 
 
+FALLBACK_MAX_OUTPUT = 4096
 _CALLS = {"chat": "acompletion", "completions": "atext_completion", "embeddings": "aembedding"}
 
 
-def _root(exc: BaseException) -> BaseException:
-    """The innermost exception of a chain (litellm wraps what really happened)."""
-    seen = {id(exc)}
-    while (inner := exc.__cause__ or exc.__context__) is not None and id(inner) not in seen:
-        seen.add(id(inner))
-        exc = inner
-    return exc
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and every one it wraps (litellm wraps what really happened)."""
+    chain = [exc]
+    while (inner := chain[-1].__cause__ or chain[-1].__context__) is not None:
+        if inner in chain:
+            break
+        chain.append(inner)
+    return chain
+
+
+# Where an exception from talking to a provider comes from; anything else litellm raises was
+# raised while it built the call from the request, before anything was sent.
+_WIRE_MODULES = frozenset({"openai", "httpx", "httpcore", "aiohttp", "anthropic", "h11", "ssl"})
+
+
+def _from_the_wire(exc: BaseException) -> bool:
+    return isinstance(exc, OSError | TimeoutError) or (
+        type(exc).__module__.split(".")[0] in _WIRE_MODULES
+    )
 
 
 def _asks_usage(body: dict[str, Any]) -> bool:
@@ -239,18 +266,16 @@ def _asks_usage(body: dict[str, Any]) -> bool:
     return isinstance(options, dict) and bool(options.get("include_usage"))
 
 
-# Raised inside litellm while it builds a call from the request's parameters, before anything is
-# sent; it wraps them as connection errors, but they say nothing about the target.
-_LOCAL_FAILURES = (TypeError, ValueError, KeyError, AttributeError, ImportError, IndexError)
-
-
 def _mapped(target: str, exc: Exception) -> APIError:
-    """litellm's exceptions -> the proxy's, at this boundary."""
+    """litellm's exceptions -> the proxy's, at this boundary. A failure that never touched the
+    wire (litellm could not build the call from the request) is the caller's 400: it says
+    nothing about the target, so no breaker may count it."""
     if isinstance(exc, APIError):
         return exc
-    cause = _root(exc)
-    if isinstance(cause, _LOCAL_FAILURES):
-        first_line = str(cause).splitlines()[0][:200] if str(cause) else ""
+    chain = _chain(exc)
+    if not any(_from_the_wire(e) for e in chain):
+        cause = chain[-1]
+        first_line = (str(cause).splitlines() or [""])[0][:200]
         return BadRequest(f"cloud target {target!r} cannot take this request: "
                           f"{type(cause).__name__}: {first_line}",
                           code="cloud_rejected_request")  # fmt: skip

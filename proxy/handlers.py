@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -15,6 +16,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from policies.identity import Identity
 from proxy.bodies import read_body
 from proxy.client_headers import client_headers
 from proxy.disconnect import DisconnectWatch
@@ -22,7 +24,7 @@ from proxy.errors import APIError, BadRequest, InternalError, NotFound, Unauthor
 from proxy.explain import explanation
 from proxy.gate import TENANT_HEADER
 from proxy.observe import Observer
-from proxy.pipeline import Pipeline
+from proxy.pipeline import OFFLOAD_SCAN_BYTES, Pipeline
 from proxy.reply import Reply
 from proxy.schema import Endpoint, ProxyRequest, parse_request
 from proxy.services import Services
@@ -47,12 +49,14 @@ class PipelineResponse:
     request: ProxyRequest
     request_id: str
     headers: dict[str, str]
+    identity: Identity
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async with DisconnectWatch(receive) as watch:
             reply = Reply(send, watch, scope["state"])
             try:
-                await self.pipeline.run(self.request, reply, self.request_id, self.headers)
+                await self.pipeline.run(self.request, reply, self.request_id, self.headers,
+                                        self.identity)  # fmt: skip
             except APIError as error:
                 await reply.fail(error)
             except Exception as exc:  # a bug of ours: still an OpenAI-shaped answer, and a log
@@ -62,14 +66,24 @@ class PipelineResponse:
             scope["state"]["error"] = "client_disconnected"
 
 
+async def parsed_off_the_loop(endpoint: Endpoint, raw: bytes) -> ProxyRequest:
+    """parse_request(), in a worker thread for a large body: a few megabytes of tiny values
+    take a while to check, and other requests go on meanwhile."""
+    if len(raw) < OFFLOAD_SCAN_BYTES:
+        return parse_request(endpoint, raw)
+    return await asyncio.to_thread(parse_request, endpoint, raw)
+
+
 def _endpoint(endpoint: Endpoint) -> Any:
     async def handle(request: Request) -> PipelineResponse:
         services = _services(request)
         headers = client_headers(request.headers.raw)
+        pipeline = services.pipeline
+        identity = pipeline.identify(headers)
         server = services.policy.server
         raw = await read_body(request, server.max_body_bytes, server.body_timeout_s)
-        parsed = parse_request(endpoint, raw)
-        return PipelineResponse(services.pipeline, parsed, request.state.request_id, headers)
+        parsed = await parsed_off_the_loop(endpoint, raw)
+        return PipelineResponse(pipeline, parsed, request.state.request_id, headers, identity)
 
     return handle
 
@@ -218,10 +232,10 @@ async def admin_explain(request: Request) -> Response:
     headers = client_headers(request.headers.raw)  # the tenant a request would name, sans key
     server = services.policy.server
     raw = await read_body(request, server.max_body_bytes, server.body_timeout_s)
-    parsed = parse_request(endpoint, raw)  # type: ignore[arg-type]
+    parsed = await parsed_off_the_loop(endpoint, raw)  # type: ignore[arg-type]
     pipeline = services.pipeline
     caller = pipeline.caller(parsed, headers, headers.get(TENANT_HEADER, ""))
-    privacy = pipeline.classify(parsed, headers, caller.tenant)
+    privacy = await pipeline.classified(parsed, headers, caller.tenant)
     prompt = pipeline.affinity.prompt(parsed, pipeline.policy.balancing, caller.scope)
     plan = pipeline.plan(parsed, privacy, prompt, remember=False, caller=caller)
     return json_response(explanation(parsed, privacy, plan))

@@ -3,8 +3,9 @@
 uvicorn times out an idle keep-alive connection, but not a new connection that sends nothing, nor
 one that trickles its headers a line at a time: each would hold a connection slot for ever, and
 `max_connections` of them would turn every other client away. Here a connection must deliver a
-request's whole head within `header_timeout_s` of opening (or of that request's first byte on a
-kept-alive connection), else it is closed. The body has its own limit (proxy/bodies.py).
+request's whole head within `header_timeout_s` of opening, and the next one within as long of
+the previous answer's end, else it is closed: bytes that never make a head (the unread rest of a
+body, a trickle) keep nothing open. The body has its own limit (proxy/bodies.py).
 """
 
 from __future__ import annotations
@@ -30,8 +31,15 @@ class HeadDeadline(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        if self.head_timer is None:  # the next request on a kept-alive connection
+        if self.head_timer is None:
             self._arm()
+
+    def on_response_complete(self) -> None:
+        idle = not self.pipeline  # else the next request, already read, starts now
+        super().on_response_complete()
+        if idle and not self.transport.is_closing():
+            self._disarm()
+            self._arm()  # uvicorn's keep-alive timer stops at any byte; this one at a head
 
     def on_headers_complete(self) -> None:
         self._disarm()

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from cache.store import Hit
 from policies.decide import RequestFacts, RoutingPlan, Target, decide, route_for
-from policies.identity import KeyRing
+from policies.identity import Identity, KeyRing
 from policies.load import LoadSnapshot
 from policies.model import Policy, Priority, Tenant
 from policies.priority import HEADER as PRIORITY_HEADER
@@ -46,7 +46,7 @@ from proxy.upstream import Upstream
 from proxy.usage import Usage, metered
 from proxy.waiting import Ask, Turn, WaitingRoom
 
-# Request bodies from this size on are scanned for personal data in a worker thread.
+# Request bodies from this size on are parsed and scanned for personal data in a worker thread.
 OFFLOAD_SCAN_BYTES = 64 * 1024
 
 
@@ -182,10 +182,19 @@ class Pipeline:
             self.saturated[memory] = plan.saturated
         return plan
 
+    def identify(self, headers: dict[str, str]) -> Identity:
+        """Who calls (401/403 otherwise): from the headers alone, before the body is read, so an
+        unknown caller costs no parsing."""
+        return self.gate.identify(self.policy, self.keys, headers)
+
     async def run(
-        self, request: ProxyRequest, reply: Reply, request_id: str, headers: dict[str, str]
+        self,
+        request: ProxyRequest,
+        reply: Reply,
+        request_id: str,
+        headers: dict[str, str],
+        identity: Identity,
     ) -> None:
-        identity = self.gate.identify(self.policy, self.keys, headers)
         tenant = self.policy.tenant(identity.tenant)
         self.gate.allow_model(tenant, request.model)
         reply.note_request(identity.tenant, request.model)

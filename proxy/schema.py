@@ -53,10 +53,14 @@ class ProxyRequest:
     @property
     def answer_estimate(self) -> int:
         """The answer's budget: its max tokens, else a typical answer's length."""
+        limit = self.answer_limit
+        return DEFAULT_ANSWER_TOKENS if limit is None else limit
+
+    @property
+    def answer_limit(self) -> int | None:
+        """The max tokens the request sets, if it sets any."""
         limit = self.body.get("max_completion_tokens") or self.body.get("max_tokens")
-        if isinstance(limit, int) and not isinstance(limit, bool):
-            return limit
-        return DEFAULT_ANSWER_TOKENS
+        return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
 
     @property
     def prompt_estimate(self) -> int:

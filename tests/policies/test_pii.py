@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policies.pii import DETECTORS, SCAN_LIMIT_CHARS, Scan, detect, iban_valid, luhn_valid, scan
 
@@ -317,3 +319,22 @@ def test_the_limit_counts_the_characters_of_all_texts(texts: list[str], beyond: 
 def test_the_part_within_the_limit_of_a_cut_text_is_scanned() -> None:
     found = scan(["hello", "mail jane@example.com" + "x" * 20], ["email", "iban"], limit=30)
     assert found == Scan(("email",), ("iban",), 30)
+
+
+# --- many texts scanned as one --------------------------------------------------------------
+
+_PIECES = st.text(alphabet="0123456789 .-+()@:abcAB\n", max_size=24)
+
+
+@settings(deadline=None, max_examples=300)
+@given(texts=st.lists(_PIECES, max_size=6))
+def test_scanning_texts_together_finds_exactly_what_each_text_shows(texts: list[str]) -> None:
+    """The texts of a request are scanned as one, joined by a separator no pattern takes: a
+    detection is never made of the end of one text and the start of the next, and never lost."""
+    for name, finds in DETECTORS.items():
+        assert (name in detect(texts, [name])) == any(finds(text) for text in texts if text)
+
+
+def test_a_number_split_across_two_fields_is_not_joined() -> None:
+    assert detect(["call 415-555", "-0100 now"], ALL) == []
+    assert detect(["4111 1111", "1111 1111"], ALL) == []

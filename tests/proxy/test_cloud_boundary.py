@@ -251,10 +251,14 @@ def test_a_malformed_parameter_is_the_callers_400_and_never_opens_the_breaker(
     """litellm fails while building the call (nothing is sent): that says nothing about the
     target, so the breaker does not count it, and no caller's text reaches another's error."""
     secret = "bob's patient: Jane Roe, diagnosis X"
-    for _ in range(12):  # more than the breaker's consecutive failures
-        bad = send(stack, body(response_format=secret))
+    completions = stack.proxy.url + "/v1/completions"
+    for _ in range(6):  # more than the breaker's consecutive failures, each way
+        bad = send(stack, body(response_format=secret))  # litellm: TypeError
         assert bad.status_code == 400
         assert bad.json()["error"]["code"] == "cloud_rejected_request"
+        empty = httpx.post(completions, json={"model": "m", "prompt": []}, timeout=60)
+        assert empty.status_code == 400  # litellm: a bare Exception
+        assert empty.json()["error"]["code"] == "cloud_rejected_request"
     other = send(stack, body("anyone else"))
     assert other.status_code == 200
     assert secret not in other.text

@@ -180,6 +180,36 @@ def test_silent_or_trickling_connections_are_closed_and_free_their_slots() -> No
         _wait_for(lambda: chat(p.url).status_code == 200)
 
 
+@pytest.mark.parametrize(
+    "head",
+    [b"GET /healthz HTTP/1.1\r\nhost: x\r\ncontent-length: 999999999\r\n\r\n",
+     b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 999999\r\n\r\n{"],
+    ids=["answered, body unread", "408"],
+)  # fmt: skip
+def test_a_connection_that_trickles_after_its_answer_is_closed(head: bytes) -> None:
+    """A request is answered (200, or 408 for a body that never came), and the connection then
+    trickles bytes that never make a new head: it is closed, its slot freed."""
+    extra = "max_connections = 4\nheader_timeout_s = 1"
+    with sim(*FAST_ENGINE, "--model", "sim-model") as engine, \
+            proxy(config(engine.url, extra, body_timeout_s=1)) as p:  # fmt: skip
+        host, port = p.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=60) as conn:
+            conn.sendall(head)
+            answer = conn.recv(65536)
+            assert answer.startswith((b"HTTP/1.1 200", b"HTTP/1.1 408"))
+            conn.settimeout(0.2)
+            closed = False
+            while not closed:  # one byte at a time, until the proxy closes; pytest's timeout
+                try:  # is the backstop
+                    conn.sendall(b"x")
+                    closed = conn.recv(65536) == b""
+                except TimeoutError:
+                    continue
+                except OSError:  # reset or broken pipe: closed too
+                    closed = True
+        assert chat(p.url).status_code == 200
+
+
 def _wait_for(condition: Callable[[], bool]) -> None:
     """Wait for an event the test cannot be told of; the test's timeout is the backstop."""
     while not condition():

@@ -266,23 +266,29 @@ def test_restricted_requests_stay_local_while_the_policy_is_reloaded(tmp_path: P
             stop = threading.Event()
 
             def edit() -> None:
-                for i in range(40):
-                    if stop.is_set():
-                        return
+                i = 0
+                while not stop.is_set():
                     # alternate the cloud chain's order: a real change, reloaded each time
                     swapped = text.replace(
                         'cloud = ["cloud-0", "cloud-1"]', 'cloud = ["cloud-1", "cloud-0"]'
                     )
                     path.write_text(swapped if i % 2 else text)
+                    i += 1
                     time.sleep(0.1)
+
+            def reloaded() -> int:
+                return int(httpx.get(p.url + "/admin/status").json()["policy"]["reloads"]["ok"])
 
             editor = threading.Thread(target=edit)
             editor.start()
-            bodies = [chat(f"filler {i}") for i in range(20)]
-            secret = [chat(f"secret {i} for jane.doe@example.com") for i in range(20)]
-            responses = asyncio.run(
-                burst(p.url, [b for pair in zip(bodies, secret, strict=True) for b in pair])
-            )
+            responses: list[httpx.Response] = []
+            # bursts go on until the watcher has reloaded at least three times while they ran
+            # (how many bursts that takes depends on the machine; the test's timeout bounds it)
+            while not responses or reloaded() < 3:
+                bodies = [chat(f"filler {i}") for i in range(20)]
+                secret = [chat(f"secret {i} for jane.doe@example.com") for i in range(20)]
+                pairs = [b for pair in zip(bodies, secret, strict=True) for b in pair]
+                responses += asyncio.run(burst(p.url, pairs))
             stop.set()
             editor.join()
             reloads = httpx.get(p.url + "/admin/status").json()["policy"]["reloads"]

@@ -111,6 +111,15 @@ def test_required_keys_admit_the_sdk_with_a_declared_key_and_refuse_the_rest() -
         assert named.status_code == 401
 
 
+def test_an_unknown_caller_is_refused_before_its_body_is_read() -> None:
+    with stack(KEYED, "[auth]\nrequire_keys = true\n") as p:
+        garbage = httpx.post(p.url + "/v1/chat/completions", content=b"[" * 10_000, timeout=30)
+        assert garbage.status_code == 401  # not a 400 about the body: it was never parsed
+        keyed = httpx.post(p.url + "/v1/chat/completions", content=b"[" * 10_000, timeout=30,
+                           headers={"authorization": f"Bearer {ACME_KEY}"})  # fmt: skip
+        assert keyed.status_code == 400
+
+
 def test_a_key_of_one_tenant_cannot_act_as_another() -> None:
     with stack(KEYED) as p:
         response = chat(p.url, ACME_KEY, tenant="globex")
