@@ -18,13 +18,14 @@ from starlette.types import Receive, Scope, Send
 
 from policies.identity import Identity
 from proxy.bodies import read_body
+from proxy.caller import OFFLOAD_SCAN_BYTES
 from proxy.client_headers import client_headers
 from proxy.disconnect import DisconnectWatch
 from proxy.errors import APIError, BadRequest, InternalError, NotFound, Unauthorized
 from proxy.explain import explanation
 from proxy.gate import TENANT_HEADER
 from proxy.observe import Observer
-from proxy.pipeline import OFFLOAD_SCAN_BYTES, Pipeline
+from proxy.pipeline import Pipeline
 from proxy.reply import Reply
 from proxy.schema import Endpoint, ProxyRequest, parse_request
 from proxy.services import Services
@@ -66,9 +67,12 @@ class PipelineResponse:
             scope["state"]["error"] = "client_disconnected"
 
 
-async def parsed_off_the_loop(endpoint: Endpoint, raw: bytes) -> ProxyRequest:
-    """parse_request(), in a worker thread for a large body: a few megabytes of tiny values
-    take a while to check, and other requests go on meanwhile."""
+async def read_request(request: Request, services: Services, endpoint: Endpoint) -> ProxyRequest:
+    """The body, read within the policy's size and time limits and parsed; in a worker thread
+    for a large body (a few megabytes of tiny values take a while to check, and other requests
+    go on meanwhile)."""
+    server = services.policy.server
+    raw = await read_body(request, server.max_body_bytes, server.body_timeout_s)
     if len(raw) < OFFLOAD_SCAN_BYTES:
         return parse_request(endpoint, raw)
     return await asyncio.to_thread(parse_request, endpoint, raw)
@@ -80,9 +84,7 @@ def _endpoint(endpoint: Endpoint) -> Any:
         headers = client_headers(request.headers.raw)
         pipeline = services.pipeline
         identity = pipeline.identify(headers)
-        server = services.policy.server
-        raw = await read_body(request, server.max_body_bytes, server.body_timeout_s)
-        parsed = await parsed_off_the_loop(endpoint, raw)
+        parsed = await read_request(request, services, endpoint)
         return PipelineResponse(pipeline, parsed, request.state.request_id, headers, identity)
 
     return handle
@@ -230,9 +232,7 @@ async def admin_explain(request: Request) -> Response:
     if endpoint not in ("chat", "completions", "embeddings"):
         raise BadRequest("endpoint must be chat, completions or embeddings", param="endpoint")
     headers = client_headers(request.headers.raw)  # the tenant a request would name, sans key
-    server = services.policy.server
-    raw = await read_body(request, server.max_body_bytes, server.body_timeout_s)
-    parsed = await parsed_off_the_loop(endpoint, raw)  # type: ignore[arg-type]
+    parsed = await read_request(request, services, endpoint)  # type: ignore[arg-type]
     pipeline = services.pipeline
     caller = pipeline.caller(parsed, headers, headers.get(TENANT_HEADER, ""))
     privacy = await pipeline.classified(parsed, headers, caller.tenant)

@@ -13,7 +13,6 @@ identify, admit                  proxy/gate (policies/identity, policies/admissi
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import os
@@ -27,52 +26,23 @@ from cache.store import Hit
 from policies.decide import RequestFacts, RoutingPlan, Target, decide, route_for
 from policies.identity import Identity, KeyRing
 from policies.load import LoadSnapshot
-from policies.model import Policy, Priority, Tenant
-from policies.priority import HEADER as PRIORITY_HEADER
-from policies.priority import UnknownPriority, priority_of
-from policies.privacy import HEADER, Classification, UnknownLevel, classify
+from policies.model import Policy, Tenant
+from policies.privacy import Classification
 from proxy.affinity import Affinity, Prompt
 from proxy.answer import Answer
 from proxy.attempts import Opened, TargetRefused, attempt
 from proxy.backends import Backends
 from proxy.breaker import Breaker
 from proxy.caching import Answers, Head, Produced
+from proxy.caller import Caller, Scans, caller_of, scanned_privacy
 from proxy.cloud import Cloud
-from proxy.errors import BadRequest, ModelNotFound, NoBackend, UpstreamError, UpstreamUnavailable
+from proxy.errors import ModelNotFound, NoBackend, UpstreamError, UpstreamUnavailable
 from proxy.gate import Gate, Ticket
 from proxy.reply import Reply
 from proxy.schema import ProxyRequest
 from proxy.upstream import Upstream
 from proxy.usage import Usage, metered
 from proxy.waiting import Ask, Turn, WaitingRoom
-
-# Request bodies from this size on are parsed and scanned for personal data in a worker thread.
-OFFLOAD_SCAN_BYTES = 64 * 1024
-
-
-@dataclass
-class Scans:
-    """Privacy scans of long bodies in worker threads: for /metrics."""
-
-    started: int = 0
-    running: int = 0
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who asks, and how urgently."""
-
-    named: str  # the tenant's name as the request gave it ("" for none)
-    tenant: Tenant | None  # the declared tenant, if it is one
-    priority: Priority
-    why_priority: str = "policy default"
-
-    @property
-    def scope(self) -> str:
-        """What the caller's cache entries and prefix records are kept under: its declared
-        tenant, else the one shared anonymous scope. A name anyone may claim isolates nothing,
-        and must not let a client create scopes without end."""
-        return self.tenant.name if self.tenant is not None else ""
 
 
 @dataclass
@@ -103,38 +73,12 @@ class Pipeline:
         self.backends.on_free = self.room.wake
 
     def caller(self, request: ProxyRequest, headers: dict[str, str], named: str) -> Caller:
-        tenant = self.policy.tenant(named)  # None for a tenant only named, not declared
-        priorities = self.policy.priorities
-        try:
-            chosen = priority_of(priorities, headers.get(PRIORITY_HEADER), request.body, tenant)
-        except UnknownPriority as error:
-            param = "metadata.priority" if error.source == "metadata.priority" else None
-            raise BadRequest(str(error), param=param, code="unknown_priority") from error
-        return Caller(named, tenant, priorities.of(chosen.name), chosen.reason)
-
-    def classify(
-        self, request: ProxyRequest, headers: dict[str, str], tenant: Tenant | None
-    ) -> Classification:
-        try:
-            return classify(self.policy.privacy, header=headers.get(HEADER), body=request.body,
-                            tenant=tenant)  # fmt: skip
-        except UnknownLevel as error:
-            param = "metadata.privacy" if error.source == "metadata.privacy" else None
-            raise BadRequest(str(error), param=param, code="unknown_privacy_level") from error
+        return caller_of(self.policy, request, headers, named)
 
     async def classified(
         self, request: ProxyRequest, headers: dict[str, str], tenant: Tenant | None
     ) -> Classification:
-        """classify(), in a worker thread for a long text, so that other requests go on
-        meanwhile (the detectors run in linear time, but a few megabytes still take a while)."""
-        if request.size < OFFLOAD_SCAN_BYTES:
-            return self.classify(request, headers, tenant)
-        self.scans.started += 1
-        self.scans.running += 1
-        try:
-            return await asyncio.to_thread(self.classify, request, headers, tenant)
-        finally:
-            self.scans.running -= 1
+        return await scanned_privacy(self.policy, self.scans, request, headers, tenant)
 
     def serves(self, model: str, snapshot: LoadSnapshot | None = None) -> bool:
         """A local backend serves the model now, or a route sends it to a cloud."""
