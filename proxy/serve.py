@@ -70,6 +70,7 @@ def _serve(path: Path, args: argparse.Namespace, demo: bool) -> int:
         log_level="warning",
         max_connections=policy.server.max_connections,
         header_timeout_s=policy.server.header_timeout_s,
+        body_timeout_s=policy.server.body_timeout_s,
     )
     # Until the app installs its SIGHUP handler (a reload), a SIGHUP must not end the process.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)

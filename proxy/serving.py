@@ -33,16 +33,21 @@ class Server:
         log_level: str = "warning",
         max_connections: int | None = None,
         header_timeout_s: float | None = None,
+        body_timeout_s: float = 30.0,
     ) -> None:
         """`max_connections`: connections and requests at once, beyond which uvicorn answers
         503 at once (None: no limit). `header_timeout_s`: how long a request's head may take to
-        arrive (None: for ever, as plain uvicorn)."""
+        arrive (None: for ever, as plain uvicorn); `body_timeout_s`: how long after its head a body
+        answered early is still read and dropped (not reset under the client's upload)."""
         self.sock = bind(host, port)
         self.host, self.port = self.sock.getsockname()[:2]
+        protocol = (
+            with_head_deadline(header_timeout_s, body_timeout_s) if header_timeout_s else None
+        )
         config = uvicorn.Config(
             app,
             loop="uvloop",
-            http=with_head_deadline(header_timeout_s) if header_timeout_s else "httptools",
+            http=protocol or "httptools",
             lifespan="on",
             log_level=log_level,
             access_log=False,
