@@ -3,22 +3,32 @@
 One exact inner-product index per semantic scope (normalised vectors: inner product = cosine).
 Scopes are small (one system prompt and one model), so a flat index answers in microseconds to
 a fraction of a millisecond and needs no training or rebuild; faiss is pinned to one thread
-because its OpenMP pool fights the embedder and the event loop for two cores.
+because its OpenMP pool fights the embedder and the event loop for two cores. faiss is imported
+when a first index is made: a proxy without the semantic extra never makes one.
 """
 
 from __future__ import annotations
 
-import faiss
+import functools
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
-
-faiss.omp_set_num_threads(1)
 
 Vector = npt.NDArray[np.float32]
 
 
+@functools.cache
+def _faiss() -> Any:
+    import faiss
+
+    faiss.omp_set_num_threads(1)
+    return faiss
+
+
 class VectorIndex:
     def __init__(self, dimension: int) -> None:
+        faiss = _faiss()
         self._index = faiss.IndexIDMap2(faiss.IndexFlatIP(dimension))
 
     def __len__(self) -> int:
@@ -28,8 +38,7 @@ class VectorIndex:
         self._index.add_with_ids(vector.reshape(1, -1), np.array([ident], dtype=np.int64))
 
     def remove(self, ident: int) -> None:
-        # faiss's Python wrapper takes an id array here; its stubs only know the IDSelector form
-        self._index.remove_ids(np.array([ident], dtype=np.int64))  # type: ignore[arg-type]
+        self._index.remove_ids(np.array([ident], dtype=np.int64))
 
     def search(self, vector: Vector, k: int) -> list[tuple[int, float]]:
         """The k nearest (id, similarity), most similar first."""

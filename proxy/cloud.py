@@ -150,6 +150,15 @@ class Cloud:
             self._module = _litellm()
         return self._module
 
+    def _loaded(self, target: str) -> Any:
+        """litellm, or the target unavailable: a policy reloaded with cloud targets on an install
+        without the cloud extra (a start with them is refused, see proxy/extras.py)."""
+        try:
+            return self.litellm
+        except ImportError as exc:
+            raise UpstreamUnavailable(f"{target}: the cloud extra is not installed "
+                                      "(pip install 'overspill[cloud]')") from exc  # fmt: skip
+
     async def open(
         self,
         target: CloudTarget,
@@ -168,8 +177,9 @@ class Cloud:
             charge(usd)
 
         params = {**sent.params, **self._operator_params(target, request, request_id)}
+        call = getattr(self._loaded(target.name), _CALLS[request.endpoint])
         try:
-            result = await getattr(self.litellm, _CALLS[request.endpoint])(**params)
+            result = await call(**params)
         except Exception as exc:
             raise _mapped(target.name, exc) from exc
         except asyncio.CancelledError:

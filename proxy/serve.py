@@ -12,6 +12,7 @@ from typing import Any
 
 from policies.loader import PolicyError, load_policy
 from policies.model import Policy
+from proxy import extras
 from proxy.app import build_app
 from proxy.demo import PUBLIC_MODEL, demo_fleet
 from proxy.serving import Server
@@ -60,6 +61,10 @@ def _serve(path: Path, args: argparse.Namespace, demo: bool) -> int:
         policy = load_policy(path)
     except PolicyError as error:
         print(error.report(), file=sys.stderr)
+        return 2
+    refused = extras.refusal(policy, extras.installed())
+    if refused:
+        print(f"overspill: {refused}", file=sys.stderr)
         return 2
     level = args.log_level or policy.server.log_level
     logging.basicConfig(level=level.upper(), format="%(message)s", stream=sys.stderr)

@@ -14,6 +14,7 @@ from cache.store import CacheBounds
 from policies.budget import Spend
 from policies.model import Policy
 from policies.watcher import PolicyWatcher
+from proxy import extras
 from proxy import ledger as spend_ledger
 from proxy.backends import Backends
 from proxy.caching import Answers, embedders
@@ -46,11 +47,7 @@ class Services:
         if policy.clouds:
             # `import litellm` takes seconds: pay it at start, not on the first overflow.
             await asyncio.to_thread(lambda: cloud.litellm)
-        if policy.cache.enabled:
-            answers = Answers(*embedders(policy.cache.embedder, overspill_home()),
-                              bounds=cache_bounds(policy))  # fmt: skip
-        else:
-            answers = Answers(bounds=cache_bounds(policy))
+        answers = _answers(policy)
         path = _cache_path(policy)
         await answers.open(path)
         pipeline = Pipeline(policy, backends, upstream, cloud, random.Random(), answers)
@@ -118,6 +115,17 @@ class Services:
 
 _LEDGER_INTERVAL_S = 1.0  # spend is money: saved within a second of changing
 _SETTLE_S = 2.0  # answers being stored: ms each, unless the embedding model is still loading
+
+
+def _answers(policy: Policy) -> Answers:
+    """The answer cache, with the semantic layer when the policy wants it and it is installed."""
+    if not policy.cache.enabled:
+        return Answers(bounds=cache_bounds(policy))
+    missing = extras.semantic_missing(policy, extras.installed())
+    if missing:
+        log.warning("overspill: semantic cache off, exact cache only: %s", missing)
+        return Answers(bounds=cache_bounds(policy))
+    return Answers(*embedders(policy.cache.embedder, overspill_home()), bounds=cache_bounds(policy))
 
 
 def _cache_path(policy: Policy) -> Path | None:
