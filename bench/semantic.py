@@ -22,10 +22,11 @@ stays under 1% for both encoders, there and at every higher threshold (the highe
 keeps the budget). Prints the tables, the per-domain scores at that threshold, whether both
 encoders make the same decisions there, and the guard's cost; saves bench/results/semantic.png.
 
-Then what the cache serves: int8 similarities, except those within cache.store.REFEREE_MARGIN
-of the threshold, which the fp32 export ("onnx-fp32", torch's numbers) settles. It must make
-every decision torch makes; the run prints how far int8 strayed from fp32 (it must stay inside
-the margin) and how many pairs needed the referee.
+Then what the cache serves: int8 similarities, except those within the referee's margin of the
+threshold (cache.store.referee_margin of the shift the export measured on the calibration pairs),
+which the fp32 export ("onnx-fp32", torch's numbers) settles. It must make every decision torch
+makes; the run prints how far int8 strayed from fp32 on these pairs, which the calibration never
+saw (it must stay inside the margin), and how many pairs needed the referee.
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ import numpy as np
 import numpy.typing as npt
 
 from bench.report import RESULTS, plot_path, table
-from cache.embedder import Encoder, EncoderKind, load_encoder
+from cache.embedder import ONNX_DIR, Encoder, EncoderKind, Shift, load_encoder
 from cache.guard import DEFAULT_THRESHOLD, compare, conflict, features
-from cache.store import REFEREE_MARGIN, settled
+from cache.onnx_model import read_shift
+from cache.store import referee_margin, settled
 
 DATA = Path(__file__).resolve().parent / "data" / "semantic_pairs.jsonl"
 THRESHOLDS = tuple(round(0.70 + 0.01 * step, 2) for step in range(29))  # 0.70 ... 0.98
@@ -203,7 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     threshold = chosen if chosen is not None else THRESHOLDS[-1]
     _report_threshold(pairs, sims, threshold)
-    _report_refereed(pairs, sims, _timed_similarities("onnx-fp32", args.home, pairs))
+    reference = _timed_similarities("onnx-fp32", args.home, pairs)
+    _report_refereed(pairs, sims, reference, read_shift(args.home / "models" / ONNX_DIR))
     _report_guard(pairs)
     _plot(curves, threshold)
     verdict = "keeps" if chosen is not None else "never keeps"
@@ -259,19 +262,26 @@ def _report_threshold(
 
 
 def _report_refereed(
-    pairs: Sequence[Pair], sims: dict[EncoderKind, Similarities], reference: Similarities
+    pairs: Sequence[Pair],
+    sims: dict[EncoderKind, Similarities],
+    reference: Similarities,
+    measured: Shift,
 ) -> None:
     """The serving path (int8, refereed by fp32 near the threshold) against torch."""
-    threshold = DEFAULT_THRESHOLD
+    threshold, margin = DEFAULT_THRESHOLD, referee_margin(measured.max)
     strayed = np.abs(sims["onnx"] - reference)
-    served = served_similarities(sims["onnx"], reference, threshold, REFEREE_MARGIN)
-    refereed = sum(settled(float(sim), threshold, REFEREE_MARGIN) is None for sim in sims["onnx"])
+    served = served_similarities(sims["onnx"], reference, threshold, margin)
+    refereed = sum(settled(float(sim), threshold, margin) is None for sim in sims["onnx"])
     differ = disagreements(pairs, sims["torch"], served, threshold, conflict)
-    print(f"\nint8 vs fp32 cosine: max {strayed.max():.4f}, p99 "
-          f"{np.percentile(strayed, 99):.4f} (margin {REFEREE_MARGIN}: "
-          f"{'inside' if strayed.max() < REFEREE_MARGIN else 'OUTSIDE, widen it'}); "
+    print(
+        f"\nint8 vs fp32 cosine, measured by the export on {measured.pairs} calibration pairs: "
+        f"max {measured.max:.4f}, p99 {measured.p99:.4f}, so margin ±{margin}"
+    )
+    print(f"int8 vs fp32 cosine on these pairs: max {strayed.max():.4f}, p99 "
+          f"{np.percentile(strayed, 99):.4f} "
+          f"({'inside' if strayed.max() < margin else 'OUTSIDE'} the margin); "
           f"fp32 vs torch: max {np.abs(reference - sims['torch']).max():.1e}")  # fmt: skip
-    print(f"served (int8, fp32 within ±{REFEREE_MARGIN} of {threshold:.2f}) vs torch with the "
+    print(f"served (int8, fp32 within ±{margin} of {threshold:.2f}) vs torch with the "
           f"guard: {len(pairs) - len(differ)}/{len(pairs)} decisions the same; "
           f"{refereed} pairs ({refereed / len(pairs):.0%}) refereed")  # fmt: skip
     for i in differ:

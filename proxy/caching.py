@@ -18,10 +18,26 @@ import orjson
 
 from cache import persist
 from cache.coalesce import Coalescer
-from cache.embedder import Embedder, EncoderKind, load_encoder, referee_kind
+from cache.embedder import (
+    Embedder,
+    Encoder,
+    EncoderKind,
+    load_encoder,
+    measured_shift,
+    referee_kind,
+)
 from cache.index import Vector
 from cache.keys import CacheKeys, CachePlan, cache_keys, cache_plan, model_version
-from cache.store import AnswerCache, CacheBounds, Embeds, Hit, Miss, Referee
+from cache.store import (
+    UNMEASURED_MARGIN,
+    AnswerCache,
+    CacheBounds,
+    Embeds,
+    Hit,
+    Miss,
+    Referee,
+    referee_margin,
+)
 from policies.model import CacheRule, Policy
 from proxy.schema import ProxyRequest
 from proxy.streaming import assemble, fresh, replay
@@ -73,6 +89,7 @@ class OnDemandEmbedder:
         self.kind, self.home = kind, home
         self._embedder: Embedder | None = None
         self._warming: asyncio.Task[Vector] | None = None
+        self._margin = UNMEASURED_MARGIN
 
     @property
     def ready(self) -> bool:
@@ -86,9 +103,26 @@ class OnDemandEmbedder:
 
     def warm(self) -> None:
         if self._embedder is None:
-            kind, home = self.kind, self.home
-            self._embedder = Embedder(lambda: load_encoder(kind, home))
+            self._embedder = Embedder(self._load)
             self._warming = asyncio.create_task(self._embedder.embed("warm up"))
+
+    def margin(self) -> float:
+        """How close to the threshold a similarity of this model goes to the referee: sized from
+        what was measured of the model when it was made, so known once it is loaded."""
+        return self._margin
+
+    def _load(self) -> Encoder:
+        """In the embedder's thread: the model, and what was measured of it (the model is made
+        first, if it must be)."""
+        encoder = load_encoder(self.kind, self.home)
+        shift = measured_shift(self.kind, self.home)
+        if shift is not None:
+            self._margin = referee_margin(shift.max)
+            log.info("embedder: %s moved a similarity by up to %.4f (p99 %.4f) from its referee's "
+                     "on %d calibration pairs: the referee settles those within ±%.3f of the "
+                     "threshold", self.kind, shift.max, shift.p99, shift.pairs,
+                     self._margin)  # fmt: skip
+        return encoder
 
     async def embed(self, text: str) -> Vector:
         self.warm()
@@ -108,9 +142,9 @@ class OnDemandEmbedder:
 def embedders(kind: EncoderKind, home: Path) -> tuple[OnDemandEmbedder, Referee | None]:
     """The embedder the policy names, and the reference model that settles its borderline
     similarities when it is not the reference itself."""
-    refereed_by = referee_kind(kind)
-    referee = Referee(OnDemandEmbedder(refereed_by, home)) if refereed_by else None
-    return OnDemandEmbedder(kind, home), referee
+    fast, refereed_by = OnDemandEmbedder(kind, home), referee_kind(kind)
+    referee = Referee(OnDemandEmbedder(refereed_by, home), fast.margin) if refereed_by else None
+    return fast, referee
 
 
 @dataclass

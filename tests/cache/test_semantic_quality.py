@@ -5,7 +5,6 @@ drifts; re-run `python -m bench.semantic` to see where."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -31,10 +30,9 @@ def pairs() -> list[Pair]:
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """$OVERSPILL_HOME if set (the ONNX models exported there once), else one for this run."""
-    home = os.environ.get("OVERSPILL_HOME")
-    return Path(home) if home else tmp_path_factory.mktemp("overspill-home")
+def home(made_home: Path) -> Path:
+    """The ONNX models exported once for the cache tests (conftest.py)."""
+    return made_home
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cache.keys import CacheKeys, cache_keys
-from cache.store import AnswerCache, CacheBounds, Entry, Hit, Miss, Referee, footprint, settled
+from cache.store import (
+    UNMEASURED_MARGIN,
+    AnswerCache,
+    CacheBounds,
+    Entry,
+    Hit,
+    Miss,
+    Referee,
+    footprint,
+    referee_margin,
+    settled,
+)
 from policies.model import CacheRule
 
 QUESTION = "How do I reverse a list in Python?"
@@ -606,7 +617,7 @@ def refereed_cache(
     referee = FakeEmbedder({QUESTION: VECTORS[QUESTION]} | {
         question: around(cosine) for question, cosine in reference.items()
     }, ready=ready)  # fmt: skip
-    return AnswerCache(fast, Clock(), referee=Referee(referee, margin=0.05)), referee
+    return AnswerCache(fast, Clock(), referee=Referee(referee, margin=lambda: 0.05)), referee
 
 
 def test_settled_leaves_only_the_band_around_the_threshold_to_the_referee() -> None:
@@ -617,6 +628,50 @@ def test_settled_leaves_only_the_band_around_the_threshold_to_the_referee() -> N
     assert settled(0.8499, 0.90, 0.05) is False
     assert settled(0.90, 0.90, 0.0) is True  # no referee: the threshold itself decides
     assert settled(0.8999, 0.90, 0.0) is False
+
+
+@given(st.floats(min_value=0.0, max_value=0.5))
+def test_the_margin_is_never_below_the_measured_shift_and_has_headroom(shift: float) -> None:
+    margin = referee_margin(shift)
+    assert margin > shift
+    assert margin >= 2 * shift - 1e-9  # float noise below a millionth of the rounding
+    assert margin >= shift + 0.01 - 1e-9
+    assert margin == round(margin, 3)  # thousandths, as an operator reads it
+    assert margin <= 2 * shift + 0.011  # no more than the rounding beyond the rule
+
+
+def test_the_margin_of_some_measured_shifts() -> None:
+    assert referee_margin(0.0362) == 0.073
+    assert referee_margin(0.003) == 0.013  # a model that barely moves anything: 0.01 over it
+    assert referee_margin(0.0) == 0.01
+
+
+async def test_the_margin_is_read_when_a_similarity_is_placed() -> None:
+    """The fast model's margin is measured on it, and it loads after the cache is built: the
+    cache asks for the margin at each lookup, not once."""
+    margin = [0.01]  # 0.92 is clear of 0.90 by more than that: no referee
+    fast = FakeEmbedder({**VECTORS, BORDERLINE: around(0.92)})
+    referee = FakeEmbedder({QUESTION: VECTORS[QUESTION], BORDERLINE: around(0.91)})
+    cache = AnswerCache(fast, Clock(), referee=Referee(referee, lambda: margin[0]))
+    await insert(cache, QUESTION)
+    assert isinstance(await cache.lookup(keys(BORDERLINE), RULE, semantic=True), Hit)
+    assert cache.stats.refereed == 0
+    margin[0] = 0.03
+    hit = await cache.lookup(keys(BORDERLINE), RULE, semantic=True)
+    assert isinstance(hit, Hit)
+    assert hit.similarity == pytest.approx(0.91, abs=1e-6)  # the referee's
+    assert cache.stats.refereed == 1
+
+
+async def test_an_unmeasured_margin_hands_every_candidate_to_the_referee() -> None:
+    fast = FakeEmbedder({**VECTORS, CLEAR: around(0.97)})
+    referee = FakeEmbedder({QUESTION: VECTORS[QUESTION], CLEAR: around(0.97)})
+    cache = AnswerCache(fast, Clock(), referee=Referee(referee, lambda: UNMEASURED_MARGIN))
+    await insert(cache, QUESTION)
+    assert isinstance(await cache.lookup(keys(CLEAR), RULE, semantic=True), Hit)
+    assert cache.stats.refereed == 1
+    assert settled(1.0, 0.0, UNMEASURED_MARGIN) is None
+    assert settled(-1.0, 1.0, UNMEASURED_MARGIN) is None
 
 
 async def test_a_clear_similarity_needs_no_referee() -> None:
@@ -684,7 +739,7 @@ async def test_a_failing_referee_is_a_miss_not_an_error() -> None:
 
 async def test_a_loading_embedder_warms_the_referee_too() -> None:
     referee = FakeEmbedder(ready=False)
-    cache = AnswerCache(FakeEmbedder(ready=False), Clock(), referee=Referee(referee))
+    cache = AnswerCache(FakeEmbedder(ready=False), Clock(), referee=Referee(referee, lambda: 0.05))
     await cache.lookup(keys(QUESTION), RULE, semantic=True)
     assert referee.warmed == 1
 
