@@ -58,7 +58,7 @@ def retryable(error: BaseException) -> bool:
 
 def _wait(settings: RetrySettings) -> Callable[[RetryCallState], float]:
     backoff = wait_exponential_jitter(
-        initial=settings.initial_backoff_s,
+        multiplier=settings.initial_backoff_s,  # the first wait (tenacity's name for it)
         max=settings.max_backoff_s,
         exp_base=settings.multiplier,
         jitter=settings.initial_backoff_s if settings.jitter else 0,

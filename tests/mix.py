@@ -1,6 +1,7 @@
 """A policy for a mix of traffic, shared by the tests that count it (metrics, log, dashboard):
 model "m" on a local simulator, model "hosted" only in the cloud (a cloud simulator through
-litellm), tenant "acme" without limits and tenant "limited" allowed one request a second."""
+litellm), tenant "acme" without limits and tenant "limited" allowed one request, then another
+only a minute later: its second and third requests are refused however slowly they come."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ cloud = ["mini"]
 name = "acme"
 [[tenants]]
 name = "limited"
-requests_per_minute = 60
-burst_s = 1
+requests_per_minute = 1
+burst_s = 60
 {extra}
 """

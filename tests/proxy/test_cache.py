@@ -15,10 +15,12 @@ import openai
 import pytest
 
 from tests.processes import FAST_ENGINE, Process, backend_toml, proxy, sim
+from tests.waits import eventually, held, status, wait_until
 
 MODEL = ("--model", "sim-model")
 FAST = (*FAST_ENGINE, *MODEL)
 SLOW = ("--decode-base-ms", "20", "--prefill-ms-per-token", "0.01", *MODEL)
+ONE_SEQUENCE = (*SLOW, "--max-seqs", "1")  # a 5,000-token stream holds it for 100 s
 
 
 # Tenants the tests name: only a declared tenant has a cache scope of its own.
@@ -51,11 +53,23 @@ def stack(
 
 def stored(url: str, count: int = 1) -> None:
     """Answers are stored just after they are sent: wait until `count` are."""
-    for _ in range(200):
-        if httpx.get(url + "/admin/status").json()["cache"]["entries"] >= count:
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"the cache never held {count} answers")
+    wait_until(lambda: status(url)["cache"]["entries"] >= count, f"{count} answers stored")
+
+
+@contextlib.contextmanager
+def engine_busy(engine: Process) -> Iterator[None]:
+    """The engine's only sequence (--max-seqs 1) taken by a long stream sent to it directly:
+    whatever the proxy sends it meanwhile waits in its queue until the block ends."""
+    body = {"model": "sim-model", "messages": [{"role": "user", "content": "busy"}],
+            "max_tokens": 5000, "stream": True}  # fmt: skip
+    with held(engine.url, body):
+        yield
+
+
+async def coalesced(client: httpx.AsyncClient, url: str, joined: int) -> bool:
+    """`joined` requests found one identical request's upstream call under way, and rode it."""
+    cache = (await client.get(url + "/admin/status")).json()["cache"]
+    return bool(cache["coalesced"] == joined and cache["in_flight_shared"] == 1)
 
 
 def test_a_repeated_request_is_answered_from_the_cache() -> None:
@@ -106,11 +120,8 @@ def test_a_cached_answer_is_replayed_to_a_streaming_client_and_a_stream_is_cache
             temperature=0, max_tokens=10, stream=True,
         )  # fmt: skip
         streamed = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
-        for _ in range(100):
-            hit = ask(p.url, "Count to five.", max_tokens=10)
-            if hit.headers["x-overspill-cache"] == "hit-exact":
-                break
-            time.sleep(0.02)
+        stored(p.url, 2)
+        hit = ask(p.url, "Count to five.", max_tokens=10)
         assert hit.headers["x-overspill-cache"] == "hit-exact"
         assert hit.json()["choices"][0]["message"]["content"] == streamed
 
@@ -136,7 +147,7 @@ def test_cache_control_no_store_and_no_cache() -> None:
         url = p.url + "/v1/chat/completions"
         first = httpx.post(url, json=body, headers={"cache-control": "no-store"})
         assert first.headers["x-overspill-cache"] == "bypass"
-        time.sleep(0.2)
+        time.sleep(0.2)  # time for a wrong store to show (the right behaviour never needs it)
         second = httpx.post(url, json=body)
         assert second.headers["x-overspill-cache"] == "miss"  # no-store kept nothing
         stored(p.url)
@@ -186,7 +197,7 @@ levels = [{ name = "public" }, { name = "internal", cloud = "none", cache = "ten
 """
     with stack(levels) as (p, _):
 
-        def twice(level: str, tenant: str = "") -> str:
+        def twice(level: str, tenant: str = "", kept: bool = False) -> str:
             body = {
                 "model": "sim-model",
                 "temperature": 0,
@@ -196,12 +207,14 @@ levels = [{ name = "public" }, { name = "internal", cloud = "none", cache = "ten
             headers = {"x-overspill-privacy": level, "x-overspill-tenant": tenant}
             url = p.url + "/v1/chat/completions"
             httpx.post(url, json=body, headers=headers)
-            time.sleep(0.1)
+            if kept:  # the only answer the cache keeps: wait for it (a bypass looks nothing up)
+                stored(p.url)
             return httpx.post(url, json=body, headers=headers).headers["x-overspill-cache"]
 
         assert twice("restricted", "acme") == "bypass"
         assert twice("internal") == "bypass"  # no tenant: no private scope to keep it in
-        assert twice("internal", "acme") == "hit-exact"
+        assert twice("internal", "acme", kept=True) == "hit-exact"
+        assert status(p.url)["cache"]["entries"] == 1
 
 
 def test_the_cache_survives_a_restart(tmp_path: Path) -> None:
@@ -211,6 +224,7 @@ def test_the_cache_survives_a_restart(tmp_path: Path) -> None:
         with proxy(config(engine.url, extra)) as p:
             first = ask(p.url, "What is the boiling point of water?")
             assert first.headers["x-overspill-cache"] == "miss"
+            stored(p.url)  # then saved, at the latest when the proxy stops
         assert path.exists()
         with proxy(config(engine.url, extra)) as p:
             before = received(engine)
@@ -234,6 +248,7 @@ def test_a_new_model_behind_the_public_name_invalidates_its_answers(tmp_path: Pa
                 "temperature": 0, "max_tokens": 5}  # fmt: skip
         with proxy(one) as p:
             httpx.post(p.url + "/v1/chat/completions", json=body)
+            stored(p.url)
         with proxy(two) as p:
             answer = httpx.post(p.url + "/v1/chat/completions", json=body)
             assert answer.headers["x-overspill-cache"] == "miss"
@@ -244,8 +259,10 @@ def test_a_new_model_behind_the_public_name_invalidates_its_answers(tmp_path: Pa
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_fifty_identical_requests_make_one_upstream_call(stream: bool) -> None:
-    with stack(engine_args=SLOW) as (p, engine):
-        before = received(engine)
+    """Fifty identical requests while the first one's upstream call waits for the engine (its
+    only sequence is taken): all ride that one call. Held until all have joined, the call
+    cannot end before the last arrives, however slowly they come."""
+    with stack(engine_args=ONE_SEQUENCE) as (p, engine):
         body = {
             "model": "sim-model",
             "temperature": 0,
@@ -254,55 +271,70 @@ def test_fifty_identical_requests_make_one_upstream_call(stream: bool) -> None:
             "messages": [{"role": "user", "content": f"Explain coalescing {stream}"}],
         }
 
-        async def one(client: httpx.AsyncClient) -> tuple[str, str]:
-            response = await client.post(p.url + "/v1/chat/completions", json=body, timeout=30)
+        async def one(client: httpx.AsyncClient) -> str:
+            response = await client.post(p.url + "/v1/chat/completions", json=body, timeout=60)
             assert response.status_code == 200
             if not stream:
-                return response.json()["choices"][0]["message"]["content"], ""
-            text = "".join(
+                return str(response.json()["choices"][0]["message"]["content"])
+            assert response.text.rstrip().endswith("data: [DONE]")
+            return "".join(
                 json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
                 for line in response.text.splitlines()
                 if line.startswith("data: {") and '"choices":[{' in line
             )
-            assert response.text.rstrip().endswith("data: [DONE]")
-            return text, ""
 
-        async def all_of_them() -> list[tuple[str, str]]:
+        async def all_of_them() -> tuple[int, list[str]]:
             async with httpx.AsyncClient(limits=httpx.Limits(max_connections=100)) as client:
-                return await asyncio.gather(*(one(client) for _ in range(50)))
+                with engine_busy(engine):
+                    before = received(engine)
+                    riders = [asyncio.create_task(one(client)) for _ in range(50)]
+                    await eventually(lambda: coalesced(client, p.url, 49), "49 riders joined")
+                return before, await asyncio.gather(*riders)
 
-        answers = asyncio.run(all_of_them())
+        before, answers = asyncio.run(all_of_them())
         assert received(engine) == before + 1
-        assert len({a for a, _ in answers}) == 1
-        assert answers[0][0]  # a complete, non-empty answer for all 50
+        assert len(set(answers)) == 1
+        assert answers[0]  # a complete, non-empty answer for all 50
 
 
 def test_nondeterministic_requests_are_not_coalesced_unless_the_policy_says_so() -> None:
-    async def burst(url: str) -> None:
-        body = {"model": "sim-model", "temperature": 0.9, "max_tokens": 10,
-                "messages": [{"role": "user", "content": "A poem"}]}  # fmt: skip
+    body = {"model": "sim-model", "temperature": 0.9, "max_tokens": 10,
+            "messages": [{"role": "user", "content": "A poem"}]}  # fmt: skip
+
+    async def burst(url: str, engine: Process | None = None) -> None:
+        """Five at once; with `engine`, held until four have joined the first one's call."""
         async with httpx.AsyncClient() as client:
-            await asyncio.gather(*(client.post(url + "/v1/chat/completions", json=body,
-                                               timeout=30) for _ in range(5)))  # fmt: skip
+            if engine is None:
+                await asyncio.gather(*(client.post(url + "/v1/chat/completions", json=body,
+                                                   timeout=30) for _ in range(5)))  # fmt: skip
+                return
+            with engine_busy(engine):
+                posts = [asyncio.create_task(client.post(url + "/v1/chat/completions",
+                                                         json=body, timeout=60))
+                         for _ in range(5)]  # fmt: skip
+                await eventually(lambda: coalesced(client, url, 4), "4 riders joined")
+            await asyncio.gather(*posts)
 
     with stack(engine_args=SLOW) as (p, engine):
         before = received(engine)
         asyncio.run(burst(p.url))
         assert received(engine) == before + 5
-    with stack("[cache]\ncoalesce_nondeterministic = true\n", engine_args=SLOW) as (p, engine):
+    extra = "[cache]\ncoalesce_nondeterministic = true\n"
+    with stack(extra, engine_args=ONE_SEQUENCE) as (p, engine):
         before = received(engine)
-        asyncio.run(burst(p.url))
-        assert received(engine) == before + 1
+        asyncio.run(burst(p.url, engine))
+        assert received(engine) == before + 2  # the stream that kept it busy, and one call
 
 
 def searchable(url: str, count: int) -> None:
     """`count` questions embedded, and the referee of borderline similarities loaded."""
-    for _ in range(1500):  # the first question loads the embedding models: seconds
-        cache = httpx.get(url + "/admin/status").json()["cache"]
-        if cache["searchable"] >= count and cache["referee_ready"] is not False:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"the semantic layer never held {count} questions")
+
+    def ready() -> bool:
+        cache = status(url)["cache"]
+        return bool(cache["searchable"] >= count and cache["referee_ready"] is not False)
+
+    # the first question loads the embedding models: seconds, more on a busy machine
+    wait_until(ready, f"the semantic layer holds {count} questions", timeout=100)
 
 
 def test_paraphrases_hit_the_semantic_layer_and_near_misses_do_not() -> None:

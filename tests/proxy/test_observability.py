@@ -6,7 +6,6 @@ text unless the policy asks, and never for a restricted request."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.mix import mixed_policy
 from tests.processes import FAST_ENGINE, Process, proxy, sim
+from tests.waits import wait_until
 
 CLOUD = ("--personality", "cloud", "--decode-base-ms", "1", "--output-tokens", "8")
 LOCAL, HITS, LIMITED, UNKNOWN, CLOUDED = 4, 3, 2, 2, 2
@@ -44,7 +44,7 @@ def traffic() -> Iterator[tuple[Process, list[httpx.Response]]]:
             sent.append(httpx.post(url, json={**chat("x"), "model": "nope"}))
         for i in range(CLOUDED):
             sent.append(httpx.post(url, headers=acme, json={**chat(f"c {i}"), "model": "hosted"}))
-        time.sleep(0.3)  # the last log lines
+        logged(p, sent)
         yield p, sent
 
 
@@ -104,6 +104,14 @@ def test_latency_ttft_and_tokens_agree_with_the_answers(
     assert total(p.url, "overspill_tokens_total", direction="in") == tokens_in
 
 
+def logged(p: Process, sent: list[httpx.Response]) -> None:
+    """Wait for each request's log line: a request is counted and logged just after its
+    answer is sent, so the client may see the answer first."""
+    ids = {response.headers["x-request-id"] for response in sent}
+    wait_until(lambda: ids <= {line["request_id"] for line in log_lines(p)},
+               "a log line for every request")  # fmt: skip
+
+
 def log_lines(p: Process) -> list[dict[str, Any]]:
     lines = []
     for line in p.output:
@@ -148,7 +156,7 @@ def test_prompts_are_logged_only_when_asked_and_never_when_restricted() -> None:
         public = httpx.post(url, json=chat("the public question"))
         secret = httpx.post(url, json=chat("the secret question"),
                             headers={"x-overspill-privacy": "restricted"})  # fmt: skip
-        time.sleep(0.3)
+        logged(p, [public, secret])
         lines = {line["request_id"]: line for line in log_lines(p)}
     assert lines[public.headers["x-request-id"]]["prompt"] == "the public question"
     assert "prompt" not in lines[secret.headers["x-request-id"]]

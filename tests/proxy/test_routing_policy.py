@@ -8,8 +8,7 @@ import json
 import re
 import threading
 import time
-from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import openai
 import pytest
 
 from tests.processes import TEST_CLOUD_KEY, Process, overspill_command, proxy, running, sim
+from tests.waits import eventually, held, in_flight, route_of, status, wait_until
 
 SLOW_LOCAL = ("--max-seqs", "1", "--decode-base-ms", "20", "--prefill-ms-per-token", "0.01")
 CLOUD = ("--personality", "cloud", "--network-latency-ms", "20", "--decode-base-ms", "2")
@@ -99,6 +99,8 @@ def fresh(stack: Stack) -> Iterator[None]:
     yield
     for process in (stack.local, *stack.clouds):
         httpx.delete(process.url + "/_sim/faults")
+    # a held stream is closed by its test; the next one starts with the local engine free
+    wait_until(lambda: in_flight(stack.proxy.url, "local") == 0, "the local engine is free")
 
 
 async def burst(
@@ -117,34 +119,36 @@ def chat(content: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+def holding(content: str = "hold the only sequence") -> dict[str, Any]:
+    """A stream that takes the local engine's one sequence for as long as a test holds it
+    (2,000 tokens at 20 ms: 40 s; closed long before): the local engine is saturated by
+    construction, not because a burst happened to arrive faster than it drains."""
+    return chat(content, stream=True, max_tokens=2000)
+
+
 async def test_excess_over_local_capacity_overflows_to_the_cloud(stack: Stack) -> None:
-    responses = await burst(stack.proxy.url, [chat(f"question {i}") for i in range(6)])
+    with held(stack.proxy.url, holding()) as first:
+        assert route_of(first) == "local/local"
+        responses = await burst(stack.proxy.url, [chat(f"question {i}") for i in range(5)])
     assert all(r.status_code == 200 for r in responses), [r.text for r in responses]
-    routes = Counter(r.headers["x-overspill-route"] for r in responses)
-    assert routes["local/local"] >= 1
-    assert routes["cloud/cloud-0"] >= 3, routes  # local takes one at a time
-    overflowed = next(r for r in responses if r.headers["x-overspill-route"] == "cloud/cloud-0")
-    assert overflowed.headers["x-overspill-reason"].startswith("overflow")
-    assert overflowed.json()["choices"][0]["message"]["content"]
-    assert len(stack.cloud_bodies()) == routes["cloud/cloud-0"]
+    assert [route_of(r) for r in responses] == ["cloud/cloud-0"] * 5  # local takes one at a time
+    for overflowed in responses:
+        assert overflowed.headers["x-overspill-reason"].startswith("overflow")
+        assert overflowed.json()["choices"][0]["message"]["content"]
+    assert len(stack.cloud_bodies()) == 5
 
 
 async def test_streamed_overflow_arrives_as_openai_chunks(stack: Stack) -> None:
     api = openai.AsyncOpenAI(base_url=stack.proxy.url + "/v1", api_key="x", max_retries=0)
-    blocker = asyncio.create_task(
-        api.chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "hold"}], max_tokens=60
-        )
-    )
-    await asyncio.sleep(0.3)
-    stream = await api.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "stream me"}], max_tokens=8, stream=True
-    )
-    chunks = [c async for c in stream]
-    await blocker
+    with held(stack.proxy.url, holding()):
+        stream = await api.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "stream me"}], max_tokens=8,
+            stream=True,
+        )  # fmt: skip
+        chunks = [c async for c in stream]
     await api.close()
     assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) == 8
-    assert stack.cloud_bodies()  # it was the cloud that answered
+    assert ["stream me" in body for body in stack.cloud_bodies()] == [True]  # the cloud answered
 
 
 @pytest.mark.parametrize(
@@ -165,14 +169,21 @@ async def test_streamed_overflow_arrives_as_openai_chunks(stack: Stack) -> None:
 async def test_restricted_requests_never_reach_the_cloud_even_when_local_is_saturated(
     stack: Stack, body: dict[str, Any], headers: dict[str, str]
 ) -> None:
-    saturating = [chat(f"filler {i}") for i in range(3)]
-    restricted = [body] * 3
-    async with httpx.AsyncClient(base_url=stack.proxy.url, timeout=60) as client:
-        results = await asyncio.gather(
-            *(client.post("/v1/chat/completions", json=b) for b in saturating),
-            *(client.post("/v1/chat/completions", json=b, headers=headers) for b in restricted),
-        )
-    for response in results[3:]:
+    """The local engine is held; the restricted requests wait in the proxy for it (they may
+    not overflow) while public ones sent meanwhile overflow; then it is freed."""
+    url = stack.proxy.url
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+
+        def post(sent: dict[str, Any], extra: dict[str, str]) -> Awaitable[httpx.Response]:
+            return client.post("/v1/chat/completions", json=sent, headers=extra)
+
+        with held(url, holding()):
+            restricted = [asyncio.create_task(post(body, headers)) for _ in range(3)]
+            await eventually(lambda: waiting_async(client, 3), "the restricted requests queued")
+            fillers = await asyncio.gather(*(post(chat(f"filler {i}"), {}) for i in range(3)))
+        results = await asyncio.gather(*restricted)
+    assert [route_of(r) for r in fillers] == ["cloud/cloud-0"] * 3  # it was saturated
+    for response in results:
         assert response.status_code == 200, response.text
         assert response.headers["x-overspill-route"] == "local/local"
         assert response.headers["x-overspill-privacy"] == "restricted"
@@ -184,13 +195,17 @@ async def test_restricted_requests_never_reach_the_cloud_even_when_local_is_satu
     assert leaked == []
 
 
+async def waiting_async(client: httpx.AsyncClient, count: int) -> bool:
+    """`count` requests wait in the proxy's waiting room for model m."""
+    routes = (await client.get("/admin/status")).json()["routes"]
+    return next(r["waiting"] for r in routes if r["model"] == "m") == count
+
+
 async def test_internal_requests_only_reach_the_named_cloud(stack: Stack) -> None:
-    responses = await burst(
-        stack.proxy.url, [chat(f"internal {i}", metadata={"privacy": "internal"}) for i in range(5)]
-    )
-    routes = {r.headers["x-overspill-route"] for r in responses}
-    assert "cloud/cloud-0" not in routes
-    assert "cloud/cloud-1" in routes
+    with held(stack.proxy.url, holding()):
+        internal = [chat(f"internal {i}", metadata={"privacy": "internal"}) for i in range(5)]
+        responses = await burst(stack.proxy.url, internal)
+    assert [route_of(r) for r in responses] == ["cloud/cloud-1"] * 5  # never cloud-0
     first_cloud = httpx.get(stack.clouds[0].url + "/_sim/requests").json()["requests"]
     assert not any("internal" in json.dumps(entry["body"]) for entry in first_cloud)
 
@@ -206,10 +221,10 @@ async def test_a_cloud_429_storm_falls_back_along_the_chain(stack: Stack) -> Non
     httpx.post(
         stack.clouds[0].url + "/_sim/faults", json={"rate_limit_rate": 1.0, "retry_after_s": 0}
     )
-    responses = await burst(stack.proxy.url, [chat(f"storm {i}") for i in range(5)])
+    with held(stack.proxy.url, holding()):
+        responses = await burst(stack.proxy.url, [chat(f"storm {i}") for i in range(5)])
     assert all(r.status_code == 200 for r in responses), [r.text for r in responses]
-    routes = Counter(r.headers["x-overspill-route"] for r in responses)
-    assert routes["cloud/cloud-1"] >= 3, routes
+    assert [route_of(r) for r in responses] == ["cloud/cloud-1"] * 5
 
 
 def test_restricted_with_the_local_engine_down_is_refused_naming_the_rule() -> None:
@@ -218,8 +233,9 @@ def test_restricted_with_the_local_engine_down_is_refused_naming_the_rule() -> N
         sim(*CLOUD) as cloud,
         proxy(policy(local.url, [cloud.url, cloud.url])) as p,
     ):
-        httpx.post(local.url + "/_sim/faults", json={"listener_down_s": 5})
-        time.sleep(0.6)  # the probe notices
+        # down for longer than the test lasts (the simulator is stopped with it)
+        httpx.post(local.url + "/_sim/faults", json={"listener_down_s": 600})
+        wait_until(lambda: not status(p.url)["backends"][0]["healthy"], "the probe noticed")
         headers = {"X-Overspill-Tenant": "hr"}
         url = p.url + "/v1/chat/completions"
         restricted = httpx.post(url, json=chat("hr file"), headers=headers, timeout=30)
@@ -244,12 +260,14 @@ def cloud_cost(stack: Stack) -> float:
 async def test_cloud_spend_is_priced_from_litellms_tables(stack: Stack) -> None:
     """gpt-4o-mini at $0.15 / $0.60 per million prompt / completion tokens."""
     before = cloud_cost(stack)
-    responses = await burst(stack.proxy.url, [chat(f"priced {i}") for i in range(6)])
+    with held(stack.proxy.url, holding()):  # every one of them goes to the cloud
+        responses = await burst(stack.proxy.url, [chat(f"priced {i}") for i in range(6)])
+    # either cloud (the 429 storm above may have left cloud-0's breaker open): the same prices
+    assert all(route_of(r).startswith("cloud/") for r in responses)
     expected = sum(
         r.json()["usage"]["prompt_tokens"] * 0.15e-6
         + r.json()["usage"]["completion_tokens"] * 0.6e-6
         for r in responses
-        if r.headers["x-overspill-route"].startswith("cloud/")
     )
     assert expected > 0
     assert cloud_cost(stack) - before == pytest.approx(expected, rel=1e-6)
@@ -285,8 +303,10 @@ def test_restricted_requests_stay_local_while_the_policy_is_reloaded(tmp_path: P
             # bursts go on until the watcher has reloaded at least three times while they ran
             # (how many bursts that takes depends on the machine; the test's timeout bounds it)
             while not responses or reloaded() < 3:
-                bodies = [chat(f"filler {i}") for i in range(20)]
-                secret = [chat(f"secret {i} for jane.doe@example.com") for i in range(20)]
+                # short answers: the restricted ones queue for the one local sequence
+                bodies = [chat(f"filler {i}", max_tokens=8) for i in range(10)]
+                secret = [chat(f"secret {i} for jane.doe@example.com", max_tokens=8)
+                          for i in range(10)]  # fmt: skip
                 pairs = [b for pair in zip(bodies, secret, strict=True) for b in pair]
                 responses += asyncio.run(burst(p.url, pairs))
             stop.set()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import socket
 import subprocess
 import time
@@ -29,6 +30,7 @@ from tests.processes import (
     proxy,
     sim,
 )
+from tests.waits import held, wait_until
 
 ACME_KEY = "sk-acme-0123456789"  # declared by its SHA-256
 GLOBEX_KEY = "sk-globex-abcdef"  # declared by an environment variable
@@ -206,29 +208,35 @@ def test_a_tenant_over_its_request_rate_gets_429_with_retry_after_and_others_do_
             )
 
 
+# Buckets of 1,000 tokens that refill at one token a second (60 a minute, 1,000 s of burst):
+# what a test spends, a slow machine does not give back before the test is over.
+SLOW_TOKENS = 'name = "acme"\ntokens_per_minute = 60\nburst_s = 1000'
+
+
 def test_the_token_rate_is_charged_by_estimate_and_corrected_by_usage() -> None:
-    """1,000 tokens a minute, requests without max_tokens (estimated at prompt + 256) whose
+    """A bucket of 1,000 tokens, requests without max_tokens (estimated at prompt + 256) whose
     answers use about 20: the estimate alone would admit three, the corrections let every one
-    through; a request that asks for 900 more than the minute has left is refused."""
-    tenants = KEYED.replace(
-        'name = "acme"', 'name = "acme"\ntokens_per_minute = 1000\nburst_s = 60'
-    )
+    through; a request that asks for 900 more than the bucket has left is refused, told to
+    come back once the missing tokens have refilled."""
+    tenants = KEYED.replace('name = "acme"', SLOW_TOKENS)
     with stack(tenants, engine_args=(*FAST_ENGINE, *MODEL, "--output-tokens", "10")) as p:
-        statuses = [chat(p.url, ACME_KEY, max_tokens=0).status_code for _ in range(8)]
-        assert statuses == [200] * 8
+        answers = [chat(p.url, ACME_KEY, max_tokens=0) for _ in range(8)]
+        assert [answer.status_code for answer in answers] == [200] * 8
+        used = sum(answer.json()["usage"]["total_tokens"] for answer in answers)
         big = chat(p.url, ACME_KEY, max_tokens=900)  # charged ~910 on a ~840 level: refused
         assert big.status_code == 429
         assert big.headers["x-overspill-limit"] == "tokens_per_minute"
-        assert "1000 tokens per minute" in str(openai_error(big)["message"])
-        assert 1 <= int(big.headers["retry-after"]) <= 10
+        message = str(openai_error(big)["message"])
+        assert "60 tokens per minute" in message
+        wait = float(message.rsplit("retry in ", 1)[1].removesuffix(" s"))
+        assert int(big.headers["retry-after"]) == max(1, math.ceil(wait))
+        assert 0 < wait <= 910 - (1000 - used)  # the tokens missing, at one a second
 
 
 def test_answers_from_the_cache_cost_no_tokens() -> None:
     """The first answer uses ~410 of 1,000 tokens; the repeats are cache hits, free: charged
     at their estimate (~410 each), the third would already be refused."""
-    tenants = KEYED.replace(
-        'name = "acme"', 'name = "acme"\ntokens_per_minute = 1000\nburst_s = 60'
-    )
+    tenants = KEYED.replace('name = "acme"', SLOW_TOKENS)
     with stack(tenants, cache=True) as p:
         responses = [chat(p.url, ACME_KEY, max_tokens=400, temperature=0) for _ in range(6)]
         assert [r.status_code for r in responses] == [200] * 6
@@ -236,22 +244,29 @@ def test_answers_from_the_cache_cost_no_tokens() -> None:
 
 
 def test_concurrent_requests_beyond_the_cap_are_refused() -> None:
+    """Two of acme's requests held in flight (streams the test keeps open): every other one
+    it sends meanwhile is refused; once they are closed, the slots are given back."""
     tenants = KEYED.replace('name = "acme"', 'name = "acme"\nmax_concurrent = 2')
-    slow = ("--decode-base-ms", "100", *MODEL, "--output-tokens", "10")
+    slow = ("--decode-base-ms", "20", *MODEL)  # a 5,000-token stream lasts 100 s
+    headers = {"authorization": f"Bearer {ACME_KEY}"}
+    long = {"model": "sim-model", "messages": [{"role": "user", "content": "x"}],
+            "max_tokens": 5000, "stream": True}  # fmt: skip
 
     async def burst(url: str) -> list[int]:
         async with httpx.AsyncClient(timeout=30) as session:
             body = {"model": "sim-model", "messages": [{"role": "user", "content": "x"}],
                     "max_tokens": 10}  # fmt: skip
-            headers = {"authorization": f"Bearer {ACME_KEY}"}
             responses = await asyncio.gather(*(
                 session.post(url + "/v1/chat/completions", json=body, headers=headers)
-                for _ in range(5)
+                for _ in range(3)
             ))  # fmt: skip
-            return sorted(r.status_code for r in responses)
+            return [r.status_code for r in responses]
 
     with stack(tenants, engine_args=slow) as p:
-        assert asyncio.run(burst(p.url)) == [200, 200, 429, 429, 429]
+        with held(p.url, long, headers), held(p.url, long, headers):
+            assert _in_flight(p.url, "acme") == 2
+            assert asyncio.run(burst(p.url)) == [429, 429, 429]
+        wait_until(lambda: _in_flight(p.url, "acme") == 0, "the held streams were given back")
         assert chat(p.url, ACME_KEY).status_code == 200  # the slots were given back
 
 
@@ -416,9 +431,10 @@ def _stream_one_and_close(url: str) -> int:
 
 
 def test_local_streams_closed_early_still_use_the_token_rate() -> None:
-    """100 tokens a minute; each stream asks for up to 50 and is closed after three lines: it is
-    charged what passed (prompt and pieces), not nothing, so the tenant is soon refused."""
-    tenants = KEYED.replace('name = "acme"', 'name = "acme"\ntokens_per_minute = 100\nburst_s = 60')
+    """A bucket of 100 tokens (refilling at 0.1 a second: nothing comes back while the test
+    runs); each stream asks for up to 50 and is closed after three lines: it is charged what
+    passed (prompt and pieces), not nothing, so the tenant is soon refused."""
+    tenants = KEYED.replace('name = "acme"', 'name = "acme"\ntokens_per_minute = 6\nburst_s = 1000')
     long = (*MODEL, "--decode-base-ms", "5", "--output-tokens", "400",
             "--output-distribution", "fixed")  # fmt: skip
     with stack(tenants, engine_args=long) as p:
