@@ -1,7 +1,10 @@
 """Child processes that print their URL on their first line: the demo's simulators, and tests'.
 
-`started(command)` waits for that line and stops the child on exit (SIGTERM, then SIGKILL). On
-Linux a child also dies with its parent (PR_SET_PDEATHSIG), so a killed proxy leaves no orphans.
+`started(command)` waits for that line and stops the child on exit (SIGTERM, then SIGKILL);
+`started_all(commands)` starts several at once. On Linux a child also dies with its parent
+(PR_SET_PDEATHSIG), so a killed proxy leaves no orphans. Each child has its own process group:
+the Ctrl-C a terminal sends to its foreground group reaches the parent alone, which stops its
+children once it has finished what was in flight (they would otherwise die under it).
 """
 
 from __future__ import annotations
@@ -29,15 +32,22 @@ class Child:
     popen: subprocess.Popen[str]
     url: str
     output: list[str] = field(default_factory=list)
+    closed: threading.Event = field(default_factory=threading.Event)  # its output has ended
 
     def stop(self) -> None:
+        self.terminate()
+        self.reap()
+
+    def terminate(self) -> None:
         if self.popen.poll() is None:
             self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(timeout=5)
+
+    def reap(self) -> None:
+        try:
+            self.popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait(timeout=5)
 
 
 def overspill_command(*args: str) -> list[str]:
@@ -57,6 +67,37 @@ def started(
     env: dict[str, str] | None = None,
     cwd: str | None = None,
 ) -> Iterator[Child]:
+    with started_all({"": command}, timeout, env, cwd) as children:
+        yield children[""]
+
+
+@contextlib.contextmanager
+def started_all(
+    commands: dict[str, list[str]],
+    timeout: float = 30.0,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+) -> Iterator[dict[str, Child]]:
+    """Start every command at once (their start-ups overlap), wait for each one's URL, and stop
+    them all together on exit."""
+    children: dict[str, Child] = {}
+    try:
+        waits = {name: _spawn(command, env, cwd) for name, command in commands.items()}
+        children.update((name, child) for name, (child, _) in waits.items())
+        deadline = time.monotonic() + timeout
+        for name, (child, found) in waits.items():
+            _await_url(commands[name], child, found, deadline)
+        yield children
+    finally:
+        for child in children.values():
+            child.terminate()
+        for child in children.values():
+            child.reap()
+
+
+def _spawn(
+    command: list[str], env: dict[str, str] | None, cwd: str | None
+) -> tuple[Child, threading.Event]:
     popen = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -64,23 +105,23 @@ def started(
         text=True,
         cwd=cwd,
         env={**os.environ, **(env or {})},
+        process_group=0,
         preexec_fn=die_with_parent,  # async-signal-safe: one prctl call
     )
     child = Child(popen, "", [])
     found = threading.Event()
     threading.Thread(target=_pump, args=(child, found), daemon=True).start()
-    deadline = time.monotonic() + timeout
+    return child, found
+
+
+def _await_url(command: list[str], child: Child, found: threading.Event, deadline: float) -> None:
     while not found.wait(0.05):
         if time.monotonic() > deadline:
-            popen.kill()
-            raise TimeoutError(f"{command} printed no URL in {timeout}s: {''.join(child.output)}")
-    try:
-        if not child.url:
-            popen.wait(timeout=5)
-            raise RuntimeError(f"{command} exited with {popen.returncode}: {''.join(child.output)}")
-        yield child
-    finally:
-        child.stop()
+            raise TimeoutError(f"{command} printed no URL in time: {''.join(child.output)}")
+    if not child.url:
+        child.popen.wait(timeout=5)
+        code = child.popen.returncode
+        raise RuntimeError(f"{command} exited with {code}: {''.join(child.output)}")
 
 
 def _pump(child: Child, found: threading.Event) -> None:
@@ -95,3 +136,4 @@ def _pump(child: Child, found: threading.Event) -> None:
             child.url = match.group(1)
             found.set()
     found.set()
+    child.closed.set()

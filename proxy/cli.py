@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from proxy import check, explain, serve
+from proxy import check, demo_traffic, explain, serve
 from proxy.engines import cli as engine_cli
 from proxy.sim import cli as sim_cli
 
@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     explain.add_parser(commands)
     sim_cli.add_parser(commands)
     engine_cli.add_parser(commands)
+    demo_traffic.add_parser(commands)
     args = parser.parse_args(argv)
     code: int = args.run(args)
     return code

@@ -1,73 +1,51 @@
-"""`overspill serve --demo`: local engines to try the proxy with, when none are configured.
+"""`overspill serve --demo`: engines and a cloud to try the proxy with, when none are configured.
 
-Starts two vLLM-personality simulators and one Ollama-personality simulator as child processes on
-free ports, all serving the public model `llama-3.1-8b` (the Ollama one also serves
-`qwen2.5:7b`), writes the configuration it used to a temporary file, and stops the children when
-the proxy stops.
+Starts the simulators proxy/demo_config.py describes as child processes on free ports (all at
+once: the start stays quick), writes the configuration that serves them to a temporary file, and
+stops the children when the proxy stops.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from proxy.children import Child, overspill_command, started
-
-PUBLIC_MODEL = "llama-3.1-8b"
-
-_ENGINES = (
-    ("vllm-a", "vllm", {PUBLIC_MODEL: "meta-llama/Llama-3.1-8B-Instruct"}),
-    ("vllm-b", "vllm", {PUBLIC_MODEL: "meta-llama/Llama-3.1-8B-Instruct"}),
-    ("ollama-1", "ollama", {PUBLIC_MODEL: "llama3.1:8b", "qwen2.5:7b": "qwen2.5:7b"}),
-)
+from proxy.children import Child, overspill_command, started_all
+from proxy.demo_config import CLOUD, CLOUD_KEY, CLOUD_KEY_ENV, ENGINES, cloud_sim_args, demo_config
 
 
 @dataclass(frozen=True)
 class DemoFleet:
     config_path: Path
-    children: dict[str, Child]
-
-
-def _sim_command(kind: str, models: dict[str, str]) -> list[str]:
-    args = ["sim", "--port", "0", "--personality", kind]
-    for engine_name in dict.fromkeys(models.values()):
-        args += ["--model", engine_name]
-    return overspill_command(*args)
-
-
-def demo_config(host: str, port: int, urls: dict[str, str]) -> str:
-    lines = [
-        "# Written by `overspill serve --demo`: simulators started for this run.",
-        "[server]",
-        f'host = "{host}"',
-        f"port = {port}",
-        "probe_interval_s = 0.5",
-        "",
-    ]
-    for name, kind, models in _ENGINES:
-        table = ", ".join(f'"{public}" = "{engine}"' for public, engine in models.items())
-        lines += [
-            "[[backends]]",
-            f'name = "{name}"',
-            f'kind = "{kind}"',
-            f'url = "{urls[name]}"',
-            f"models = {{ {table} }}",
-            "",
-        ]
-    return "\n".join(lines)
+    children: dict[str, Child]  # by backend or cloud target name
 
 
 @contextlib.contextmanager
 def demo_fleet(host: str, port: int) -> Iterator[DemoFleet]:
+    commands = {engine.name: overspill_command(*engine.sim_args()) for engine in ENGINES}
+    commands[CLOUD] = overspill_command(*cloud_sim_args())
     with contextlib.ExitStack() as stack:
-        children = {
-            name: stack.enter_context(started(_sim_command(kind, models)))
-            for name, kind, models in _ENGINES
-        }
+        children = stack.enter_context(started_all(commands))
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="overspill-demo-")))
-        path = folder / "overspill-demo.toml"
+        path = folder / "overspill.toml"
         path.write_text(demo_config(host, port, {n: c.url for n, c in children.items()}))
+        stack.enter_context(_environment(CLOUD_KEY_ENV, CLOUD_KEY))
         yield DemoFleet(path, children)
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
+    """The cloud key, where the proxy reads every cloud key: in its own environment."""
+    previous = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = previous

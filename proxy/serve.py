@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -14,7 +15,8 @@ from policies.loader import PolicyError, load_policy
 from policies.model import Policy
 from proxy import extras
 from proxy.app import build_app
-from proxy.demo import PUBLIC_MODEL, demo_fleet
+from proxy.demo import demo_fleet
+from proxy.demo_help import command_name, demo_help
 from proxy.serving import Server
 
 DEFAULT_CONFIG = Path("overspill.toml")
@@ -45,11 +47,20 @@ def _config_path(args: argparse.Namespace) -> Path | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except KeyboardInterrupt:  # Ctrl-C while starting, before the server handles signals itself
+        print("overspill: interrupted while starting", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
     path = None if args.demo else _config_path(args)
     if path is None:
         host = args.host or "127.0.0.1"
         port = 8080 if args.port is None else args.port
-        print("overspill: no configuration given: starting demo engines", file=sys.stderr)
+        why = "" if args.demo else "no configuration given: "
+        print(f"overspill: {why}starting the demo's simulators", file=sys.stderr)
         with demo_fleet(host, port) as fleet:
             print(f"overspill: demo configuration in {fleet.config_path}", file=sys.stderr)
             return _serve(fleet.config_path, args, demo=True)
@@ -79,27 +90,22 @@ def _serve(path: Path, args: argparse.Namespace, demo: bool) -> int:
     )
     # Until the app installs its SIGHUP handler (a reload), a SIGHUP must not end the process.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    print(
-        f"overspill: proxy listening on {server.url} ({len(policy.backends)} backends)", flush=True
-    )
+    print(f"overspill: proxy listening on {server.url} ({_fleet(policy)})", flush=True)
     if demo:
-        _print_demo_help(server.url, policy)
+        _print_demo_help(server.url, policy, path)
+    # Stopped by Ctrl-C or SIGTERM, after a graceful shutdown: a normal end (the caller's
+    # `with` blocks then stop the demo's simulators).
     server.run()
     return 0
 
 
-def _print_demo_help(url: str, policy: Policy) -> None:
-    names = ", ".join(f"{b.name} ({b.kind})" for b in policy.backends)
-    print(
-        f"""
-  demo engines: {names}
-  try it:
-    curl -s {url}/v1/chat/completions -H 'content-type: application/json' \\
-      -d '{{"model": "{PUBLIC_MODEL}", "messages": [{{"role": "user", "content": "Hello"}}]}}'
-    python -c "from openai import OpenAI; c = OpenAI(base_url='{url}/v1', api_key='x'); \\
-print(c.chat.completions.create(model='{PUBLIC_MODEL}', \\
-messages=[{{'role': 'user', 'content': 'Hello'}}]).choices[0].message.content)"
-  status: {url}/admin/status    stop: Ctrl-C
-""",
-        flush=True,
-    )
+def _fleet(policy: Policy) -> str:
+    clouds = len(policy.clouds)
+    targets = f", {clouds} cloud target{'s' if clouds != 1 else ''}" if clouds else ""
+    backends = len(policy.backends)
+    return f"{backends} backend{'s' if backends != 1 else ''}{targets}"
+
+
+def _print_demo_help(url: str, policy: Policy, config_path: Path) -> None:
+    overspill = command_name(sys.argv[0], shutil.which, Path.cwd())
+    print(demo_help(url, policy, config_path, overspill), flush=True)

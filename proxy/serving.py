@@ -7,7 +7,10 @@ its listener (the simulator's outage fault).
 
 from __future__ import annotations
 
+import signal
 import socket
+import threading
+from types import FrameType
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -61,5 +64,28 @@ class Server:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def run(self) -> None:
-        self.server.run(sockets=[self.sock])
+    def run(self) -> int | None:
+        """Serve until SIGINT or SIGTERM; returns the signal that stopped it (None: none did).
+
+        uvicorn shuts down gracefully on either, then raises the signal again to the handler it
+        found at start, which by default ends the process with a traceback (SIGINT) or before
+        any cleanup (SIGTERM). The handler installed here only notes it, so the caller unwinds
+        normally: child processes stopped, temporary files removed, exit status its own."""
+        if threading.current_thread() is not threading.main_thread():
+            self.server.run(sockets=[self.sock])  # no signals off the main thread (benches)
+            return None
+        stopped: list[int] = []
+
+        def note(signum: int, frame: FrameType | None) -> None:
+            stopped.append(signum)
+
+        previous = {sig: signal.signal(sig, note) for sig in _STOP_SIGNALS}
+        try:
+            self.server.run(sockets=[self.sock])
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return stopped[0] if stopped else None
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -7,6 +7,7 @@ Every command prints its URL on the first line (`--port 0` binds a free port rac
 from __future__ import annotations
 
 import contextlib
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,8 +50,12 @@ __all__ = [
     "FAST_ENGINE",
     "ROOT",
     "Process",
+    "alive",
     "backend_toml",
+    "child_pids",
     "cloud_toml",
+    "demo",
+    "demo_config_path",
     "overspill_command",
     "proxy",
     "running",
@@ -84,3 +89,47 @@ def proxy(config: str, *args: str, env: dict[str, str] | None = None) -> Iterato
             # timeout. /healthz answers once the proxy is up.
             httpx.get(p.url + "/healthz", timeout=120).raise_for_status()
             yield p
+
+
+@contextlib.contextmanager
+def demo(*args: str) -> Iterator[Child]:
+    """`overspill serve --demo` on a free port, its simulators on free ports too, as a user
+    starts it; `demo_config_path` finds the configuration it wrote (the simulators' URLs)."""
+    command = overspill_command("serve", "--demo", "--port", "0", *args)
+    with running(command, timeout=60) as p:
+        httpx.get(p.url + "/healthz", timeout=120).raise_for_status()  # litellm imported
+        yield p
+
+
+_DEMO_CONFIG = re.compile(r"demo configuration in (\S+)")
+
+
+def demo_config_path(process: Child) -> Path:
+    """Where a running demo wrote its configuration: it says so before it listens."""
+    found = next(m for line in list(process.output) if (m := _DEMO_CONFIG.search(line)))
+    return Path(found.group(1))
+
+
+def child_pids(pid: int) -> list[int]:
+    """The live processes whose parent is `pid` (read from /proc: Linux only)."""
+    return [child for child in _pids() if _stat(child)[1] == pid and alive(child)]
+
+
+def alive(pid: int) -> bool:
+    """Running: a zombie (dead, not yet reaped by whoever adopted it) does not count."""
+    stat = _stat(pid)
+    return stat[0] not in ("", "Z", "X")
+
+
+def _pids() -> list[int]:
+    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+
+
+def _stat(pid: int) -> tuple[str, int]:
+    """(state, parent pid) of a process; ("", 0) once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "", 0
+    fields = text.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    return fields[0], int(fields[1])
