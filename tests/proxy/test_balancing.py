@@ -115,6 +115,8 @@ def refused(url: str) -> bool:
         httpx.get(url + "/health", timeout=5)
     except httpx.ConnectError:
         return True
+    except httpx.TransportError:  # accepted as the listener closed, then dropped: look again
+        return False
     return False
 
 
