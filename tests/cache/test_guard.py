@@ -3,8 +3,6 @@ direction, and says why; true paraphrases pass."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from cache.guard import compare, conflict, features
@@ -184,19 +182,17 @@ def test_compare_is_conflict_on_features_kept_from_before() -> None:
     assert compare(cached, features("Turn off the kitchen light")) == "opposite words: on vs off"
 
 
-def test_it_is_fast() -> None:
-    """Tens of microseconds a pair (bench/semantic.py measures it); this only catches a blow-up,
-    such as a regex that backtracks, on a slow shared CI machine."""
+def test_a_long_text_is_judged_like_a_short_one() -> None:
+    """A long question (what a chat client sends) is judged on what differs, wherever it is.
+    What it costs (tens of microseconds a pair) is bench/semantic.py's to measure; a blow-up,
+    such as a regex that backtracks, would show here as a hang, which pytest's timeout ends."""
     long = (
         "Please explain how I can configure nginx on Ubuntu 22.04 so that /api goes to 8080. " * 8
     )
-    pairs = [(a, b) for a, b, _ in NEAR_MISSES] + [*PARAPHRASES, (long, long + " Thanks!")]
-    started = time.perf_counter()
-    for _ in range(5):
-        for cached, new in pairs:
-            conflict(cached, new)
-    per_pair = (time.perf_counter() - started) / (5 * len(pairs))
-    assert per_pair < 0.002
+    assert conflict(long, long + " Thanks!") is None
+    changed = conflict(long, long.replace("8080", "8081"))
+    assert changed is not None
+    assert changed.startswith("numbers differ: 8080")
 
 
 def test_the_policy_default_threshold_is_the_measured_one() -> None:

@@ -98,7 +98,14 @@ def test_openai_compatible_endpoint(server: Process) -> None:
     assert reply.usage.completion_tokens == 4
 
 
+def loads(server: Process) -> int:
+    """Models the simulator has loaded since it started (each load costs LOAD_MS)."""
+    return int(httpx.get(server.url + "/_sim/stats").json()["loads"])
+
+
 def test_cold_load_costs_load_time_and_lru_evicts(server: Process) -> None:
+    """A cold model waits out its load (a lower bound: the simulator sleeps at least LOAD_MS); a
+    warm one does not load again, which its counter and reply say rather than a stopwatch."""
     client = ollama.Client(host=server.url)
 
     def timed(model: str) -> tuple[float, int]:
@@ -107,29 +114,35 @@ def test_cold_load_costs_load_time_and_lru_evicts(server: Process) -> None:
         return time.perf_counter() - start, reply.load_duration or 0
 
     timed("llama3:8b")  # loaded (maybe already)
-    warm, warm_load = timed("llama3:8b")
-    assert warm < LOAD_MS / 1000 / 2
+    before = loads(server)
+    _, warm_load = timed("llama3:8b")
     assert warm_load == 0
+    assert loads(server) == before
     cold, cold_load = timed("phi3:mini")  # second slot, or evicts
     assert cold >= LOAD_MS / 1000
     assert cold_load >= LOAD_MS * 1e6 * 0.9
+    assert loads(server) == before + 1
     timed("qwen:7b")  # max_loaded=2: evicts the least recently used (llama3:8b)
     loaded = [m.model for m in client.ps().models]
     assert loaded == ["qwen:7b", "phi3:mini"]
     again, _ = timed("llama3:8b")
     assert again >= LOAD_MS / 1000
+    assert loads(server) == before + 3
     assert [m.model for m in client.ps().models] == ["llama3:8b", "qwen:7b"]
 
 
 def test_ps_reports_expiry_and_vram(server: Process) -> None:
     client = ollama.Client(host=server.url)
+    # The expiry is the last request's time plus keep_alive: bracketed by clock readings taken
+    # around the calls, however long they take (1 s of slack: ps rounds, clocks differ).
+    sent = time.time()
     client.generate(model="qwen:7b", prompt="x", options={"num_predict": 1}, keep_alive="10m")
     model = next(m for m in client.ps().models if m.model == "qwen:7b")
+    listed = time.time()
     assert model.size_vram
     assert model.size_vram > 0
     assert model.expires_at is not None
-    remaining = model.expires_at.timestamp() - time.time()
-    assert 590 < remaining <= 601
+    assert sent + 600 - 1 <= model.expires_at.timestamp() <= listed + 600 + 1
 
 
 def test_keep_alive_zero_unloads_after_request(server: Process) -> None:

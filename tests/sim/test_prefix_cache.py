@@ -1,16 +1,20 @@
 """Automatic prefix caching is real: a shared long prefix is prefilled once.
 
-Profile: prefill 0.5 ms per uncached token, so a ~1,000-token prompt costs ~0.5 s of prefill the
-first time and only its uncached tail afterwards.
+The engine's own counters say so: the second request sharing a ~1,000-token system prompt is
+served those tokens from the cache (its usage and vllm:prefix_cache_hits) and prefills only its
+uncached tail (prefill_tokens_computed in /_sim/stats). What that saves in time to first token is
+the step time's business (prefill is charged per computed token: tests/sim/test_engine.py, on a
+fake clock); the time itself, with and without prefix reuse, is bench/prefix.py's to measure.
 """
 
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import httpx
+import orjson
 import pytest
 
 from tests.processes import Process, sim
@@ -33,8 +37,20 @@ def counter(url: str, name: str) -> float:
     return float(match.group(1))
 
 
-def ttft(url: str, question: str) -> tuple[float, int]:
-    """Time to the first streamed token, and the cached prompt tokens the engine reported."""
+def prefilled(url: str) -> int:
+    """Prompt tokens the engine has computed (not found in its prefix cache) since it started."""
+    return int(httpx.get(url + "/_sim/stats").json()["engines"]["m"]["prefill_tokens_computed"])
+
+
+@dataclass(frozen=True)
+class Prefill:
+    prompt: int  # prompt tokens, as the usage reports them
+    cached: int  # of which served from the prefix cache, as the usage reports them
+    computed: int  # what the engine counted as prefilled for this request
+
+
+def ask(url: str, question: str) -> Prefill:
+    """One streamed request behind SYSTEM, and what its prefill cost."""
     body = {
         "model": "m",
         "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}],
@@ -42,28 +58,27 @@ def ttft(url: str, question: str) -> tuple[float, int]:
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    start = time.perf_counter()
-    first = None
-    cached = -1
+    before = prefilled(url)
+    usage = None
     with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=30) as response:
         for line in response.iter_lines():
-            if first is None and '"content":"' in line and '"content":""' not in line:
-                first = time.perf_counter() - start
-            if '"usage":{' in line:
-                cached = int(re.search(r'"cached_tokens":(\d+)', line).group(1))  # type: ignore[union-attr]
-    assert first is not None
-    return first, cached
+            if line.startswith("data: {") and '"usage":{' in line:
+                usage = orjson.loads(line.removeprefix("data: "))["usage"]
+    assert usage is not None
+    cached = int(usage["prompt_tokens_details"]["cached_tokens"])
+    return Prefill(int(usage["prompt_tokens"]), cached, prefilled(url) - before)
 
 
-def test_second_request_with_shared_prefix_is_faster_and_hits(engine: Process) -> None:
+def test_a_second_request_with_a_shared_prefix_prefills_only_its_tail(engine: Process) -> None:
     hits_before = counter(engine.url, "vllm:prefix_cache_hits_total")
-    cold, cold_cached = ttft(engine.url, "Which trains go to Lyon?")
-    warm, warm_cached = ttft(engine.url, "Which flights go to Oslo?")
+    cold = ask(engine.url, "Which trains go to Lyon?")
+    warm = ask(engine.url, "Which flights go to Oslo?")
     hits_after = counter(engine.url, "vllm:prefix_cache_hits_total")
-    assert cold_cached == 0
-    assert warm_cached >= 960  # every full 16-token block of the shared system prompt
-    assert hits_after - hits_before == warm_cached
-    assert cold > 0.4
-    assert warm < cold / 3, f"cold {cold:.3f}s warm {warm:.3f}s"
+    assert cold.cached == 0
+    assert cold.computed == cold.prompt >= 1000  # the whole prompt, the first time
+    assert warm.cached >= 960  # every full 16-token block of the shared system prompt
+    assert hits_after - hits_before == warm.cached
+    assert warm.computed == warm.prompt - warm.cached  # the uncached tail alone ...
+    assert warm.computed < cold.computed / 10  # ... a small part of it
     queries = counter(engine.url, "vllm:prefix_cache_queries_total")
     assert queries >= 2 * 1000
