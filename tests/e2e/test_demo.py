@@ -17,10 +17,9 @@ import re
 import shutil
 import signal
 import subprocess
-import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from tests.processes import (
     demo_config_path,
     overspill_command,
 )
+from tests.waits import status, wait_until
 
 SUPPORT = {"x-overspill-tenant": "support"}
 RESEARCH_KEY = next(t.key for t in TENANTS if t.key)
@@ -78,10 +78,6 @@ class Demo:
         return httpx.post(self.url + "/v1/chat/completions", json=body(content, **extra),
                           headers=headers or SUPPORT, timeout=60)  # fmt: skip
 
-    def status(self) -> dict[str, Any]:
-        reply: dict[str, Any] = httpx.get(self.url + "/admin/status", timeout=30).json()
-        return reply
-
 
 def body(content: str, **extra: Any) -> dict[str, Any]:
     return {"model": PUBLIC_MODEL, "messages": [{"role": "user", "content": content}],
@@ -108,13 +104,6 @@ def the_demo(running_demo: Demo) -> Demo:
 async def burst(url: str, bodies: list[dict[str, Any]]) -> list[httpx.Response]:
     async with httpx.AsyncClient(base_url=url, timeout=120, headers=SUPPORT) as client:
         return await asyncio.gather(*(client.post("/v1/chat/completions", json=b) for b in bodies))
-
-
-def wait_for(condition: Callable[[], bool], what: str, deadline_s: float = 60.0) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not condition():
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(0.1)
 
 
 # ---- the configuration it writes ----------------------------------------------------------
@@ -278,7 +267,7 @@ def test_with_the_local_engines_killed_the_cloud_answers_and_personal_data_is_re
         assert len(locals_) == len(the_demo.policy.backends)
         for pid in locals_:
             os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: not any(b["healthy"] for b in the_demo.status()["backends"]),
+        wait_until(lambda: not any(b["healthy"] for b in status(the_demo.url)["backends"]),
                  "the proxy sees every local engine down")  # fmt: skip
         public = the_demo.chat("Which payment methods do you accept?")
         private = the_demo.chat("Forward this to jane.doe@example.com please")
@@ -311,7 +300,7 @@ def test_stopping_the_demo_leaves_no_process_behind(stop: signal.Signals) -> Non
         assert "Traceback" not in output
         assert not config.exists()  # the temporary configuration is removed
     shutil.rmtree(config.parent, ignore_errors=True)  # what a killed demo could not
-    wait_for(lambda: not any(alive(pid) for pid in children), "every simulator has exited")
+    wait_until(lambda: not any(alive(pid) for pid in children), "every simulator has exited")
 
 
 # ---- the pure parts: the mix and the summary ----------------------------------------------
