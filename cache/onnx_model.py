@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cache.calibration_pairs import PAIRS as CALIBRATION
-from cache.embedder import (
+from cache.encoders import (
     MODEL_FILE,
     REFERENCE_FILE,
     TOKENIZER_FILE,

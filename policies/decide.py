@@ -60,6 +60,18 @@ class RoutingPlan:
     def why_none(self) -> str:
         return "; ".join(self.reasons) or f"no target serves model {self.model!r}"
 
+    @property
+    def waits_for_local(self) -> bool:
+        """It goes first to a local backend that has no room now: the request would queue."""
+        first = self.targets[0] if self.targets else None
+        return first is not None and first.kind == "local" and first.name in self.saturated
+
+    @property
+    def local_room_now(self) -> bool:
+        """It goes first to a local backend that has room now."""
+        first = self.targets[0] if self.targets else None
+        return first is not None and first.kind == "local" and first.name not in self.saturated
+
 
 def route_for(policy: Policy, model: str) -> Route:
     return policy.route(model) or Route(model)

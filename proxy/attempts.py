@@ -8,7 +8,6 @@ so a retry, or the next target, is still invisible to it.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
@@ -25,6 +24,7 @@ from tenacity.stop import stop_base
 from policies.model import RetrySettings
 from proxy.answer import Answer
 from proxy.breaker import Breaker
+from proxy.clock import Clock
 from proxy.errors import APIError, UpstreamError
 
 
@@ -44,12 +44,13 @@ class TargetRefused(Exception):
 class _PastDeadline(stop_base):
     """Stop when the next back-off would end after the request's deadline."""
 
-    def __init__(self, settings: RetrySettings, deadline: float) -> None:
+    def __init__(self, settings: RetrySettings, deadline: float, clock: Clock) -> None:
         self.wait = _wait(settings)
         self.deadline = deadline
+        self.clock = clock
 
     def __call__(self, retry_state: RetryCallState) -> bool:
-        return time.monotonic() + self.wait(retry_state) >= self.deadline
+        return self.clock.now() + self.wait(retry_state) >= self.deadline
 
 
 def retryable(error: BaseException) -> bool:
@@ -79,23 +80,28 @@ async def attempt(
     breaker: Breaker,
     settings: RetrySettings,
     deadline: float,
+    clock: Clock,
 ) -> Opened:
-    """Open the target (retrying as allowed) and, for a stream, receive its first chunk."""
-
+    """Open the target (retrying as allowed) and, for a stream, receive its first chunk.
+    `deadline` is a reading of `clock.now`."""
+    past_deadline = _PastDeadline(settings, deadline, clock)
     retrying = AsyncRetrying(
-        stop=stop_any(stop_after_attempt(settings.attempts), _PastDeadline(settings, deadline)),
+        stop=stop_any(stop_after_attempt(settings.attempts), past_deadline),
         wait=_wait(settings),
         retry=retry_if_exception(retryable),
+        sleep=clock.sleep,
         reraise=True,
     )
     async for try_ in retrying:
         with try_:
-            return await _once(open_answer, breaker)
+            return await _once(open_answer, breaker, clock)
     raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover
 
 
-async def _once(open_answer: Callable[[], Awaitable[Answer]], breaker: Breaker) -> Opened:
-    if not breaker.allow(time.monotonic()):
+async def _once(
+    open_answer: Callable[[], Awaitable[Answer]], breaker: Breaker, clock: Clock
+) -> Opened:
+    if not breaker.allow(clock.now()):
         raise TargetRefused(breaker.last_failure or "breaker open")
     try:
         answer = await open_answer()
@@ -105,7 +111,7 @@ async def _once(open_answer: Callable[[], Awaitable[Answer]], breaker: Breaker) 
         first = await anext(chunks, b"")
     except UpstreamError as error:
         if error.retryable or error.status >= 500:
-            breaker.record_failure(time.monotonic(), error.summary)
+            breaker.record_failure(clock.now(), error.summary)
         else:
             breaker.release()
         raise

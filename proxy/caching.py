@@ -18,14 +18,8 @@ import orjson
 
 from cache import persist
 from cache.coalesce import Coalescer
-from cache.embedder import (
-    Embedder,
-    Encoder,
-    EncoderKind,
-    load_encoder,
-    measured_shift,
-    referee_kind,
-)
+from cache.embedder import Embedder, load_encoder, measured_shift, referee_kind
+from cache.encoders import Encoder, EncoderKind
 from cache.index import Vector
 from cache.keys import CacheKeys, CachePlan, cache_keys, cache_plan, model_version
 from cache.store import (

@@ -5,8 +5,10 @@ define. The privacy scan of a long body runs in a worker thread."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from policies.decide import RequestFacts
 from policies.model import Policy, Priority, Tenant
 from policies.priority import HEADER as PRIORITY_HEADER
 from policies.priority import UnknownPriority, priority_of
@@ -52,6 +54,26 @@ def caller_of(policy: Policy, request: ProxyRequest, headers: dict[str, str], na
         param = "metadata.priority" if error.source == "metadata.priority" else None
         raise BadRequest(str(error), param=param, code="unknown_priority") from error
     return Caller(named, tenant, priorities.of(chosen.name), chosen.reason)
+
+
+def request_facts(
+    request: ProxyRequest,
+    level: str,
+    caller: Caller,
+    budget_closed: str,
+    held: Mapping[str, int] | None = None,
+    turn: int = 0,
+) -> RequestFacts:
+    """What decide() knows of a request. The live path, /admin/explain and `overspill explain`
+    all build it here, so an explanation cannot leave out what the proxy weighs. `budget_closed`
+    is why the caller's cloud budget is spent ("" if it is not); `held`, the prompt tokens each
+    replica holds; `turn`, the caller's round-robin turn among equals."""
+    priority = caller.priority
+    no_cloud = budget_closed
+    if not priority.overflow:
+        no_cloud = no_cloud or f"priority {priority.name}: never overflows to the cloud"
+    return RequestFacts(request.model, level, request.token_estimate, held or {}, turn, no_cloud,
+                        priority.local_share)  # fmt: skip
 
 
 def privacy_of(

@@ -12,6 +12,7 @@ import argparse
 import json
 import random
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -19,13 +20,15 @@ from typing import Any
 
 import orjson
 
-from policies.decide import RequestFacts, RoutingPlan, decide
+from policies.decide import RoutingPlan, decide
 from policies.load import BackendLoad, LoadSnapshot
 from policies.loader import PolicyError, load_policy
 from policies.model import Policy
-from policies.privacy import HEADER, Classification, UnknownLevel, classify
+from policies.privacy import Classification, UnknownLevel
+from proxy import ledger as spend_ledger
+from proxy.caller import Caller, caller_of, privacy_of, request_facts
 from proxy.errors import APIError
-from proxy.gate import TENANT_HEADER
+from proxy.gate import TENANT_HEADER, Gate
 from proxy.schema import Endpoint, ProxyRequest, parse_request
 
 
@@ -49,14 +52,24 @@ def offline_snapshot(policy: Policy) -> LoadSnapshot:
 
 
 def explain_offline(
-    policy: Policy, endpoint: Endpoint, body: bytes, headers: dict[str, str]
+    policy: Policy, endpoint: Endpoint, body: bytes, headers: dict[str, str], wall: float
 ) -> dict[str, Any]:
+    """The proxy's own steps (caller, privacy, the facts, decide) on an idle, healthy snapshot;
+    a tenant's cloud budget as the policy's spend ledger has it at `wall` (UNIX seconds)."""
     request = parse_request(endpoint, body)
-    tenant = policy.tenant(headers.get(TENANT_HEADER, ""))
-    privacy = classify(policy.privacy, header=headers.get(HEADER), body=request.body, tenant=tenant)
-    facts = RequestFacts(request.model, privacy.level, request.token_estimate)
+    caller = caller_of(policy, request, headers, headers.get(TENANT_HEADER, ""))
+    privacy = privacy_of(policy, request, headers, caller.tenant)
+    facts = request_facts(request, privacy.level, caller, _budget_closed(policy, caller, wall))
     plan = decide(facts, policy, offline_snapshot(policy), random.Random(0))
     return explanation(request, privacy, plan)
+
+
+def _budget_closed(policy: Policy, caller: Caller, wall: float) -> str:
+    path = spend_ledger.spend_path(policy)
+    gate = Gate(wall=lambda: wall)
+    if path is not None:
+        gate.restore(spend_ledger.read(path))
+    return gate.cloud_closed(caller.tenant)
 
 
 def add_parser(commands: Any) -> None:
@@ -81,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
         if args.proxy:
             result = _ask_proxy(args.proxy, args.endpoint, body, headers)
         else:
-            result = explain_offline(load_policy(args.file), args.endpoint, body, headers)
+            policy = load_policy(args.file)
+            result = explain_offline(policy, args.endpoint, body, headers, time.time())
     except PolicyError as error:
         print(error.report(), file=sys.stderr)
         return 2

@@ -237,7 +237,7 @@ async def admin_explain(request: Request) -> Response:
     caller = pipeline.caller(parsed, headers, headers.get(TENANT_HEADER, ""))
     privacy = await pipeline.classified(parsed, headers, caller.tenant)
     prompt = pipeline.affinity.prompt(parsed, pipeline.policy.balancing, caller.scope)
-    plan = pipeline.plan(parsed, privacy, prompt, remember=False, caller=caller)
+    plan = pipeline.plan(parsed, privacy, prompt, caller, remember=False)
     return json_response(explanation(parsed, privacy, plan))
 
 

@@ -15,23 +15,45 @@ import orjson
 
 from cache.persist import atomic_file
 from policies.budget import Spend
+from policies.model import Policy
 
 log = logging.getLogger("overspill")
 
 
+_UNREADABLE = (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError)
+
+
+def spend_path(policy: Policy) -> Path | None:
+    path = policy.server.spend_path
+    return Path(path).expanduser() if path else None
+
+
+def read(path: Path) -> dict[str, Spend]:
+    """The ledger as it is, touching nothing (`overspill explain`): missing or unreadable is no
+    spend, as the proxy would start with."""
+    try:
+        return _parsed(path.read_bytes())
+    except (FileNotFoundError, *_UNREADABLE):
+        return {}
+
+
 def load(path: Path) -> dict[str, Spend]:
     try:
-        raw = orjson.loads(path.read_bytes())
-        return {tenant: Spend(float(s["start"]), float(s["usd"])) for tenant, s in raw.items()}
+        return _parsed(path.read_bytes())
     except FileNotFoundError:
         return {}
-    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as error:
+    except _UNREADABLE as error:
         aside = path.with_name(path.name + ".corrupt")
         with contextlib.suppress(OSError):
             path.replace(aside)
         log.warning("spend ledger %s unreadable (%s): moved to %s, starting empty", path, error,
                     aside)  # fmt: skip
         return {}
+
+
+def _parsed(raw: bytes) -> dict[str, Spend]:
+    ledger = orjson.loads(raw)
+    return {tenant: Spend(float(s["start"]), float(s["usd"])) for tenant, s in ledger.items()}
 
 
 def save(spend: dict[str, Spend], path: Path) -> None:

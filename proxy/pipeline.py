@@ -17,13 +17,12 @@ import contextlib
 import dataclasses
 import os
 import random
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 from cache.store import Hit
-from policies.decide import RequestFacts, RoutingPlan, Target, decide, route_for
+from policies.decide import RoutingPlan, Target, decide, route_for
 from policies.identity import Identity, KeyRing
 from policies.load import LoadSnapshot
 from policies.model import Policy, Tenant
@@ -34,7 +33,8 @@ from proxy.attempts import Opened, TargetRefused, attempt
 from proxy.backends import Backends
 from proxy.breaker import Breaker
 from proxy.caching import Answers, Head, Produced
-from proxy.caller import Caller, Scans, caller_of, scanned_privacy
+from proxy.caller import Caller, Scans, caller_of, request_facts, scanned_privacy
+from proxy.clock import Clock
 from proxy.cloud import Cloud
 from proxy.errors import ModelNotFound, NoBackend, UpstreamError, UpstreamUnavailable
 from proxy.gate import Gate, Ticket
@@ -60,6 +60,7 @@ class Pipeline:
     saturated: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
     room: WaitingRoom = field(default_factory=WaitingRoom)
     scans: Scans = field(default_factory=lambda: Scans())
+    clock: Clock = field(default_factory=Clock)
 
     def __post_init__(self) -> None:
         self.keys = KeyRing.of(self.policy)
@@ -89,37 +90,30 @@ class Pipeline:
         self,
         request: ProxyRequest,
         privacy: Classification,
-        prompt: Prompt | None = None,
+        prompt: Prompt,
+        caller: Caller,
         remember: bool = True,
-        caller: Caller | None = None,
         hysteresis: bool = True,
     ) -> RoutingPlan:
         """The routing plan; `remember=False` (explain) leaves the hysteresis memory alone;
         `hysteresis=False` judges saturation by the thresholds alone (a waiter asking whether
         there is room now: hysteresis keeps traffic from flapping to the cloud and back, and at
         max_concurrency 1 it would never see room again)."""
-        priority = caller.priority if caller else self.policy.priorities.of(
-            self.policy.priorities.default)  # fmt: skip
         snapshot = self.backends.snapshot()
-        prompt = prompt or Prompt([], {}, {})
         if not self.serves(request.model, snapshot):
             known = sorted({*snapshot.public_models(), *(r.model for r in self.policy.routes)})
             available = ", ".join(known) or "none"
             raise ModelNotFound(
                 f"The model `{request.model}` does not exist. Available: {available}", param="model"
             )
-        scope = caller.scope if caller else ""
-        turn = self.affinity.turn(scope) if remember else 0  # explain leaves the turn alone
-        no_cloud = self.gate.cloud_closed(caller.tenant if caller else None)
-        if not priority.overflow:
-            no_cloud = no_cloud or f"priority {priority.name}: never overflows to the cloud"
-        facts = RequestFacts(request.model, privacy.level, request.token_estimate, prompt.held,
-                             turn, no_cloud, priority.local_share)  # fmt: skip
-        now = time.monotonic()
+        turn = self.affinity.turn(caller.scope) if remember else 0  # explain leaves it alone
+        budget_closed = self.gate.cloud_closed(caller.tenant)
+        facts = request_facts(request, privacy.level, caller, budget_closed, prompt.held, turn)
+        now = self.clock.now()
         blocked = {
             n: b.last_failure or "open" for n, b in self.breakers.items() if not b.would_allow(now)
         }
-        memory = (request.model, priority.name)
+        memory = (request.model, caller.priority.name)
         before = self.saturated.get(memory, frozenset()) if hysteresis else frozenset()
         plan = decide(facts, self.policy, snapshot, self.rng, blocked, before)
         if remember:
@@ -161,7 +155,7 @@ class Pipeline:
         caller = self.caller(request, headers, named)
         privacy = await self.classified(request, headers, caller.tenant)
         prompt = self.affinity.prompt(request, self.policy.balancing, caller.scope)
-        plan = self.plan(request, privacy, prompt, caller=caller)
+        plan = self.plan(request, privacy, prompt, caller)
         reply.note(plan.reasons, privacy.level)
         reply.note_priority(caller.priority.name)
         caching = self.answers.caching(self.policy, request, privacy.level, caller.scope,
@@ -176,11 +170,11 @@ class Pipeline:
 
         async def produce() -> Produced:
             job, current, degraded = self._degraded(request, plan, privacy, prompt, caller)
-            queued = time.monotonic()
+            queued = self.clock.now()
             turn = await self._wait_turn(job, current, privacy, prompt, caller)
             if turn is not None:
-                reply.state["queued_s"] = round(time.monotonic() - queued, 4)
-                current = self.plan(job, privacy, prompt, caller=caller)
+                reply.state["queued_s"] = round(self.clock.now() - queued, 4)
+                current = self.plan(job, privacy, prompt, caller)
             try:
                 produced = await self._produce(job, current, privacy.level, request_id, prompt,
                                                caller.tenant, turn)  # fmt: skip
@@ -220,7 +214,7 @@ class Pipeline:
             smaller = dataclasses.replace(request, model=rule.model,
                                           body={**request.body, "model": rule.model})  # fmt: skip
             with contextlib.suppress(ModelNotFound):
-                fresh = self.plan(smaller, privacy, prompt, caller=caller, remember=False)
+                fresh = self.plan(smaller, privacy, prompt, caller, remember=False)
                 if fresh.targets and not _pressed(fresh):
                     return smaller, fresh, f"model {request.model} -> {rule.model}"
         asked = request.body.get("max_completion_tokens") or request.body.get("max_tokens")
@@ -229,7 +223,7 @@ class Pipeline:
             return request, plan, ""
         field = "max_completion_tokens" if "max_completion_tokens" in request.body else "max_tokens"
         capped = dataclasses.replace(request, body={**request.body, field: cap})
-        fresh = self.plan(capped, privacy, prompt, caller=caller, remember=False)
+        fresh = self.plan(capped, privacy, prompt, caller, remember=False)
         return capped, fresh, f"max_tokens {asked or 'unset'} -> {cap}"
 
     async def _wait_turn(
@@ -242,25 +236,22 @@ class Pipeline:
     ) -> Turn | None:
         """Wait in the waiting room when the plan can only send the request to a saturated
         local backend (and its class has a queue); None when it need not wait."""
-        first = plan.targets[0] if plan.targets else None
         priority = caller.priority
-        if first is None or first.kind != "local" or first.name not in plan.saturated:
+        if not plan.waits_for_local:
             return None
         if priority.max_wait_s <= 0:
             return None  # no proxy queue for this class: the engine's own queue holds it
 
         def ready() -> bool:
-            fresh = self.plan(request, privacy, prompt, remember=False, caller=caller,
-                              hysteresis=False)  # fmt: skip
-            usable = fresh.targets[0] if fresh.targets else None
-            return usable is not None and usable.kind == "local" and (
-                usable.name not in fresh.saturated)  # fmt: skip
+            fresh = self.plan(request, privacy, prompt, caller, remember=False, hysteresis=False)
+            return fresh.local_room_now
 
         route = route_for(self.policy, request.model)
         max_wait = min(priority.max_wait_s, route.deadline_s or priority.max_wait_s)
         priorities = self.policy.priorities
         ask = Ask(request.model, priority.name, priorities.rank(priority.name), max_wait,
-                  priorities.aging_s)  # fmt: skip
+                  priorities.aging_s, request.token_estimate,
+                  (priority.name, privacy.level))  # fmt: skip
         return await self.room.wait(ask, ready)
 
     async def _produce(
@@ -276,7 +267,7 @@ class Pipeline:
         """The first target in the plan that answers, retried as allowed; its answer's head and
         body. The body reports to the target's breaker, and releases its in-flight count, as it
         is consumed: a stream can still fail midway."""
-        deadline = time.monotonic() + self._deadline(request)
+        deadline = self.clock.now() + self._deadline(request)
         failures = list(plan.reasons)
         last_error: UpstreamError | None = None
         for target in plan.targets:
@@ -323,11 +314,11 @@ class Pipeline:
         request is prefilling it there right now)."""
         breaker = self.breakers[target.name]
         if target.kind != "local":
-            return await attempt(opener, breaker, self.policy.retry, deadline)
+            return await attempt(opener, breaker, self.policy.retry, deadline, self.clock)
         balancing = self.policy.balancing
         led = await self.affinity.enter(target.name, prompt, balancing, can_lead=stream)
         try:
-            return await attempt(opener, breaker, self.policy.retry, deadline)
+            return await attempt(opener, breaker, self.policy.retry, deadline, self.clock)
         finally:
             self.affinity.leave(target.name, led)
 
@@ -347,12 +338,12 @@ class Pipeline:
                         async for chunk in opened.rest:
                             yield chunk
             except UpstreamError as error:
-                breaker.record_failure(time.monotonic(), error.summary)
+                breaker.record_failure(self.clock.now(), error.summary)
                 raise
             except BaseException:
                 breaker.release()  # the client left: no verdict on the target
                 raise
-            breaker.record_success(time.monotonic())
+            breaker.record_success(self.clock.now())
 
     def _cloud_allowed(self, level: str, cloud: str) -> bool:
         return self.policy.privacy.level(level).allows(cloud)
@@ -398,8 +389,7 @@ class Pipeline:
 
 def _pressed(plan: RoutingPlan) -> bool:
     """No local backend has room for the request now, and it does not go to the cloud."""
-    first = plan.targets[0] if plan.targets else None
-    return first is None or (first.kind == "local" and first.name in plan.saturated)
+    return not plan.targets or plan.waits_for_local
 
 
 def _last_user_text(body: dict[str, object]) -> str:

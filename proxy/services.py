@@ -56,7 +56,7 @@ class Services:
             services.saver = asyncio.create_task(
                 answers.keep_saved(path, policy.cache.save_interval_s)
             )
-        ledger = _spend_path(policy)
+        ledger = spend_ledger.spend_path(policy)
         if ledger is not None:
             pipeline.gate.restore(await asyncio.to_thread(spend_ledger.load, ledger))
             services.bookkeeper = asyncio.create_task(services.keep_ledger(ledger))
@@ -99,7 +99,7 @@ class Services:
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
-        ledger = _spend_path(self.policy)
+        ledger = spend_ledger.spend_path(self.policy)
         if ledger is not None:
             await self._save_ledger(ledger, self.pipeline.gate.ledger)
         answers = self.pipeline.answers
@@ -134,11 +134,6 @@ def _cache_path(policy: Policy) -> Path | None:
     if not policy.cache.enabled or not policy.cache.path:
         return None
     return Path(policy.cache.path).expanduser()
-
-
-def _spend_path(policy: Policy) -> Path | None:
-    path = policy.server.spend_path
-    return Path(path).expanduser() if path else None
 
 
 def cache_bounds(policy: Policy) -> CacheBounds:

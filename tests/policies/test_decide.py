@@ -6,6 +6,8 @@ import random
 from collections import Counter
 from collections.abc import Mapping
 
+import pytest
+
 from policies.decide import RequestFacts, RoutingPlan, Target, decide
 from policies.load import BackendLoad, LoadSnapshot
 from policies.model import Backend, BackendKind, Balancing, CloudTarget, Overflow, Policy, Route
@@ -375,3 +377,21 @@ def test_a_tenant_past_its_budget_gets_no_cloud_target_and_is_told_why() -> None
     closed = decide(RequestFacts("m", no_cloud="budget: tenant 'acme' spent it"), policy, busy, rng)
     assert [t.route for t in closed.targets] == ["local/a"]  # waits for the saturated local
     assert "budget: tenant 'acme' spent it" in closed.reasons
+
+
+@pytest.mark.parametrize(
+    ("targets", "saturated", "waits", "room"),
+    [
+        ((), frozenset(), False, False),
+        ((Target("local", "a", "m"),), frozenset(), False, True),
+        ((Target("local", "a", "m"), Target("local", "b", "m")), frozenset({"a"}), True, False),
+        ((Target("cloud", "c", "m"), Target("local", "a", "m")), frozenset({"a"}), False, False),
+    ],
+    ids=["nothing", "local-with-room", "full-local-first", "cloud-first"],
+)
+def test_a_plan_says_whether_it_would_queue_for_a_local_backend(
+    targets: tuple[Target, ...], saturated: frozenset[str], waits: bool, room: bool
+) -> None:
+    plan = RoutingPlan("m", targets, (), saturated=saturated)
+    assert plan.waits_for_local is waits
+    assert plan.local_room_now is room

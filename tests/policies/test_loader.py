@@ -10,15 +10,7 @@ import pytest
 from policies.loader import PolicyError, Problem, load_policy, parse_policy
 from policies.locate import locate
 from policies.model import Backend, Policy, Server, Timeouts
-
-BACKEND = '[[backends]]\nname = "a"\nkind = "vllm"\nurl = "http://h:1"\n'  # lines 1-4
-
-
-def problems_of(text: str) -> list[Problem]:
-    with pytest.raises(PolicyError) as caught:
-        parse_policy(text, "f.toml")
-    return caught.value.problems
-
+from tests.policies.texts import BACKEND, problems_of
 
 # (text, key path, line, message fragment); every text has exactly one problem.
 INVALID = {

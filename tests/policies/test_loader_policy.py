@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from policies.loader import PolicyError, Problem, parse_policy
+from policies.loader import parse_policy
 from policies.model import (
     Backend,
     Balancing,
@@ -23,6 +23,7 @@ from policies.model import (
     Route,
     Tenant,
 )
+from tests.policies.texts import BACKEND, problems_of
 
 FULL = """\
 [[backends]]
@@ -97,17 +98,10 @@ multiplier = 3
 jitter = false
 """
 
-BACKEND = '[[backends]]\nname = "a"\nkind = "vllm"\nurl = "http://h:1"\n'  # lines 1-4
 CLOUD = '\n[[clouds]]\nname = "c"\nmodel = "openai/gpt-4o-mini"\n'  # 4 lines, name on the 3rd
 ROUTE = '\n[[routes]]\nmodel = "m"\n'  # 3 lines
 LEVEL = '\n[[privacy.levels]]\nname = "public"\n'  # 3 lines
 TENANT = '\n[[tenants]]\nname = "t"\n'  # 3 lines
-
-
-def problems_of(text: str) -> list[Problem]:
-    with pytest.raises(PolicyError) as caught:
-        parse_policy(text, "f.toml")
-    return caught.value.problems
 
 
 def invalid(

@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import pytest
 
 from policies.apikeys import digest
-from policies.loader import PolicyError, Problem, parse_policy
+from policies.loader import parse_policy
 from policies.model import Auth, Limits, Tenant
+from tests.policies.texts import BACKEND, error_of, problems_of
 
-BACKEND = '[[backends]]\nname = "a"\nkind = "vllm"\nurl = "http://h:1"\n'  # lines 1-4
 TENANT = '\n[[tenants]]\nname = "t"\n'  # 3 lines
 SECRET = "sk-live-4f9a8b7c6d5e3f2a1b0c"
 OTHER = "sk-live-0000aaaa1111bbbb"
 ENVIRON = {"ACME_KEY": SECRET, "ADMIN_KEY": OTHER}
 SHA = f"sha256:{digest(OTHER)}"
-
-
-def error_of(text: str, environ: Mapping[str, str] = ENVIRON) -> PolicyError:
-    with pytest.raises(PolicyError) as caught:
-        parse_policy(text, "f.toml", environ)
-    return caught.value
-
-
-def problems_of(text: str, environ: Mapping[str, str] = ENVIRON) -> list[Problem]:
-    return error_of(text, environ).problems
 
 
 def test_a_tenant_with_every_key_parses_into_the_expected_tenant() -> None:
@@ -181,7 +169,7 @@ INVALID = {
 
 @pytest.mark.parametrize(("text", "key", "fragment"), INVALID.values(), ids=INVALID.keys())
 def test_an_invalid_tenant_or_auth_reports_its_key_path(text: str, key: str, fragment: str) -> None:
-    error = error_of(BACKEND + text)
+    error = error_of(BACKEND + text, ENVIRON)
     [problem] = error.problems
     assert problem.key == key
     assert fragment in problem.message
@@ -191,14 +179,14 @@ def test_an_invalid_tenant_or_auth_reports_its_key_path(text: str, key: str, fra
 
 def test_tenant_and_auth_problems_are_reported_on_their_lines() -> None:
     text = BACKEND + TENANT + "max_concurrent = 0\n" + "\n[auth]\nrequire_key = true\n"  # 5-11
-    found = [(p.key, p.line) for p in problems_of(text)]
+    found = [(p.key, p.line) for p in problems_of(text, ENVIRON)]
     assert found == [("tenants[0].max_concurrent", 8), ("auth.require_key", 11)]
 
 
 def test_every_bad_key_declaration_is_reported_at_once() -> None:
     keys = 'api_keys = ["sha256:1", 2, "env:NOPE"]\n\n[auth]\nadmin_keys = ["md5:x"]\n'
     text = BACKEND + TENANT + keys
-    found = [p.key for p in problems_of(text)]
+    found = [p.key for p in problems_of(text, ENVIRON)]
     assert found == [
         "tenants[0].api_keys[0]",
         "tenants[0].api_keys[1]",
@@ -213,7 +201,7 @@ def test_a_policy_error_never_shows_a_key_read_from_the_environment() -> None:
         + '\n[[tenants]]\nname = "u"\napi_keys = ["env:ACME_KEY", "env:NOPE"]\n'
         + '\n[auth]\nadmin_keys = ["env:ACME_KEY", "env:ADMIN_KEY", "env:ADMIN_KEY "]\n'
     )  # fmt: skip
-    error = error_of(text)
+    error = error_of(text, ENVIRON)
     assert len(error.problems) == 4
     for secret in (SECRET, OTHER, digest(SECRET), digest(OTHER)):
         assert secret not in str(error)
@@ -221,13 +209,15 @@ def test_a_policy_error_never_shows_a_key_read_from_the_environment() -> None:
 
 def test_a_bad_key_declaration_is_reported_on_its_line() -> None:
     text = BACKEND + TENANT + f'api_keys = ["{SHA}", "sha256:abc"]\n'
-    [problem] = problems_of(text)
+    [problem] = problems_of(text, ENVIRON)
     assert (problem.key, problem.line) == ("tenants[0].api_keys[1]", 8)
 
 
 def test_a_clear_key_written_instead_of_a_list_is_not_echoed() -> None:
-    assert SECRET not in str(error_of(BACKEND + TENANT + f'api_keys = "{SECRET}"\n'))
+    assert SECRET not in str(error_of(BACKEND + TENANT + f'api_keys = "{SECRET}"\n', ENVIRON))
 
 
 def test_a_clear_key_written_in_the_list_is_not_echoed() -> None:
-    assert SECRET[:12] not in str(error_of(BACKEND + TENANT + f'api_keys = ["{SECRET}"]\n'))
+    assert SECRET[:12] not in str(
+        error_of(BACKEND + TENANT + f'api_keys = ["{SECRET}"]\n', ENVIRON)
+    )

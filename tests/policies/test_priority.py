@@ -10,9 +10,10 @@ import pytest
 
 from policies.decide import RequestFacts, decide
 from policies.load import BackendLoad, LoadSnapshot
-from policies.loader import PolicyError, Problem, parse_policy
+from policies.loader import parse_policy
 from policies.model import Backend, Overflow, Policy, Priorities, Priority, Route, Tenant
 from policies.priority import Chosen, UnknownPriority, predicted_wait, priority_of, urgency
+from tests.policies.texts import BACKEND, problems_of
 
 PRIORITIES = Priorities(
     classes=(Priority("interactive"), Priority("standard", 0.75), Priority("batch", 0.5)),
@@ -256,14 +257,6 @@ def test_the_default_share_is_the_full_one() -> None:
 
 # [priorities] in the policy file
 
-BACKEND = '[[backends]]\nname = "a"\nkind = "vllm"\nurl = "http://h:1"\n'  # lines 1-4
-
-
-def problems_of(text: str) -> list[Problem]:
-    with pytest.raises(PolicyError) as caught:
-        parse_policy(BACKEND + text, "f.toml", {})
-    return caught.value.problems
-
 
 def test_a_full_priorities_section_parses() -> None:
     text = """
@@ -400,12 +393,12 @@ INVALID = {
 def test_an_invalid_priorities_section_reports_its_key_path(
     text: str, key: str, message: str
 ) -> None:
-    [problem] = problems_of(text)
+    [problem] = problems_of(BACKEND + text)
     assert (problem.key, problem.message) == (key, message)
 
 
 def test_a_tenant_priority_without_a_priorities_section_must_be_interactive() -> None:
-    [problem] = problems_of('\n[[tenants]]\nname = "t"\npriority = "batch"\n')
+    [problem] = problems_of(BACKEND + '\n[[tenants]]\nname = "t"\npriority = "batch"\n')
     assert (problem.key, problem.message) == (
         "tenants[0].priority",
         "unknown class 'batch' (classes: interactive)",
@@ -421,7 +414,7 @@ def test_every_priorities_problem_is_reported_at_once() -> None:
         '\n[priorities]\ndefault = "x"\naging_s = 0\n'
         'classes = [{ name = "a", local_share = 2 }, { name = "a", max_wait_s = -1 }]\n'
     )  # fmt: skip
-    assert [p.key for p in problems_of(text)] == [
+    assert [p.key for p in problems_of(BACKEND + text)] == [
         "priorities.aging_s",
         "priorities.classes[0].local_share",
         "priorities.classes[1].max_wait_s",
@@ -432,7 +425,7 @@ def test_every_priorities_problem_is_reported_at_once() -> None:
 
 def test_a_priorities_problem_is_reported_on_its_line() -> None:
     text = "\n[priorities]\naging_s = 0\n"  # lines 5-7
-    [problem] = problems_of(text)
+    [problem] = problems_of(BACKEND + text)
     assert (problem.key, problem.line) == ("priorities.aging_s", 7)
 
 

@@ -1,17 +1,23 @@
-"""proxy/attempts.py with fake legs: what a failure leaves in the target's breaker."""
+"""proxy/attempts.py with fake legs and a fake clock: retries, back-off, Retry-After, the
+deadline, the breaker, and what a failure leaves in it."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import orjson
 import pytest
 
 from policies.model import BreakerSettings, RetrySettings
 from proxy.answer import Answer
-from proxy.attempts import attempt
+from proxy.attempts import TargetRefused, attempt
 from proxy.breaker import Breaker
+from proxy.clock import Clock
 from proxy.errors import UpstreamError, UpstreamStatus, UpstreamUnavailable
+from tests.fakes import FakeClock
 
 SECRET = "my patient Jane Roe, diagnosis X"
 
@@ -35,7 +41,147 @@ async def test_a_breaker_keeps_no_text_of_the_request_that_failed(error: Upstrea
         raise error
 
     with pytest.raises(UpstreamError):
-        await attempt(failing, breaker, RetrySettings(attempts=1), time.monotonic() + 10)
+        await attempt(failing, breaker, RetrySettings(attempts=1), time.monotonic() + 10, Clock())
     assert breaker.state == "open"
     assert breaker.last_failure
     assert SECRET not in breaker.last_failure
+
+
+@dataclass
+class Leg:
+    """A target that answers from a script: an error to raise, or an answer's chunks."""
+
+    script: list[UpstreamError | list[bytes]]
+    calls: int = 0
+
+    async def open(self) -> Answer:
+        step = self.script[min(self.calls, len(self.script) - 1)]
+        self.calls += 1
+        if isinstance(step, UpstreamError):
+            raise step
+        return Streamed(step)
+
+
+@dataclass
+class Streamed:
+    parts: list[bytes]
+    stream: bool = True
+    status: int = 200
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        return []
+
+    async def read(self) -> bytes:
+        return b"".join(self.parts)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        for part in self.parts:
+            if part == b"!":
+                raise UpstreamUnavailable("leg: reset before the first byte")
+            yield part
+
+    def close(self) -> None:
+        pass
+
+
+STEADY = RetrySettings(attempts=4, initial_backoff_s=0.1, max_backoff_s=2.0, jitter=False)
+
+
+def unavailable() -> UpstreamError:
+    return UpstreamUnavailable("leg: connection refused")
+
+
+def status(code: int, retry_after: str = "") -> UpstreamError:
+    headers = {"Retry-After": retry_after} if retry_after else {}
+    return UpstreamStatus("leg", code, b'{"error": {"message": "no"}}', headers)
+
+
+async def test_retryable_failures_back_off_exponentially_until_one_answers() -> None:
+    fake = FakeClock()
+    leg = Leg([unavailable(), status(502), status(503), [b"a", b"b"]])
+    opened = await attempt(leg.open, Breaker(BreakerSettings()), STEADY, fake.t + 60, fake.clock)
+    assert leg.calls == 4
+    assert fake.slept == [0.1, 0.2, 0.4]
+    assert opened.first == b"a"
+    assert opened.rest is not None
+    assert [c async for c in opened.rest] == [b"b"]
+
+
+async def test_retries_stop_after_the_allowed_attempts_with_the_last_error() -> None:
+    fake = FakeClock()
+    leg = Leg([unavailable()])
+    settings = dataclasses.replace(STEADY, attempts=3)
+    with pytest.raises(UpstreamUnavailable):
+        await attempt(leg.open, Breaker(BreakerSettings()), settings, fake.t + 60, fake.clock)
+    assert leg.calls == 3
+    assert fake.slept == [0.1, 0.2]
+
+
+async def test_the_back_off_is_capped() -> None:
+    fake = FakeClock()
+    settings = dataclasses.replace(STEADY, attempts=6, max_backoff_s=0.5)
+    patient = Breaker(BreakerSettings(consecutive_failures=10))
+    with pytest.raises(UpstreamUnavailable):
+        await attempt(Leg([unavailable()]).open, patient, settings, fake.t + 60, fake.clock)
+    assert fake.slept == [0.1, 0.2, 0.4, 0.5, 0.5]
+
+
+async def test_a_breaker_that_opens_midway_ends_the_retries() -> None:
+    fake = FakeClock()
+    leg = Leg([unavailable()])
+    breaker = Breaker(BreakerSettings(consecutive_failures=2))
+    with pytest.raises(TargetRefused):
+        await attempt(leg.open, breaker, STEADY, fake.t + 60, fake.clock)
+    assert leg.calls == 2
+    assert breaker.state == "open"
+
+
+async def test_a_429s_retry_after_is_the_wait_within_the_cap() -> None:
+    fake = FakeClock()
+    leg = Leg([status(429, "1.5"), status(429, "30"), [b"ok"]])
+    await attempt(leg.open, Breaker(BreakerSettings()), STEADY, fake.t + 60, fake.clock)
+    assert fake.slept == [1.5, 2.0]  # the provider's word, never longer than max_backoff_s
+
+
+async def test_no_retry_whose_wait_would_end_past_the_deadline() -> None:
+    fake = FakeClock()
+    leg = Leg([unavailable(), unavailable(), [b"late"]])
+    with pytest.raises(UpstreamUnavailable):
+        await attempt(leg.open, Breaker(BreakerSettings()), STEADY, fake.t + 0.25, fake.clock)
+    assert leg.calls == 2  # waited 0.1; the next 0.2 would end at 0.3 > 0.25
+    assert fake.slept == [0.1]
+
+
+async def test_a_client_error_is_not_retried_and_leaves_the_breaker_closed() -> None:
+    fake = FakeClock()
+    leg = Leg([status(400), [b"never"]])
+    breaker = Breaker(BreakerSettings(consecutive_failures=1))
+    with pytest.raises(UpstreamStatus):
+        await attempt(leg.open, breaker, STEADY, fake.t + 60, fake.clock)
+    assert leg.calls == 1
+    assert fake.slept == []
+    assert breaker.state == "closed"
+
+
+async def test_a_stream_that_breaks_before_its_first_chunk_is_tried_again() -> None:
+    fake = FakeClock()
+    leg = Leg([[b"!"], [b"first", b"second"]])
+    opened = await attempt(leg.open, Breaker(BreakerSettings()), STEADY, fake.t + 60, fake.clock)
+    assert leg.calls == 2
+    assert opened.first == b"first"
+
+
+async def test_an_open_breaker_refuses_without_calling_until_open_s_has_passed() -> None:
+    fake = FakeClock()
+    breaker = Breaker(BreakerSettings(consecutive_failures=1, open_s=5.0))
+    once = dataclasses.replace(STEADY, attempts=1)
+    with pytest.raises(UpstreamUnavailable):
+        await attempt(Leg([unavailable()]).open, breaker, once, fake.t + 60, fake.clock)
+    leg = Leg([[b"back"]])
+    with pytest.raises(TargetRefused):
+        await attempt(leg.open, breaker, once, fake.t + 60, fake.clock)
+    assert leg.calls == 0
+    fake.t += 5.0
+    opened = await attempt(leg.open, breaker, once, fake.t + 60, fake.clock)
+    assert opened.first == b"back"
+    assert breaker.state == "half_open"

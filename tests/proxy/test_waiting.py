@@ -496,3 +496,88 @@ async def test_each_model_has_its_own_queue(room: WaitingRoom) -> None:
     (await asyncio.wait_for(room.wait(other, always), DEADLINE_S)).taken()
     assert (room.waiting("m"), room.waiting("other")) == (1, 0)
     await cancel(blocked)
+
+
+# (g) a waiter that cannot go does not hold up one that can
+
+
+@dataclass
+class Room:
+    """Local engines with room for requests of up to `fits` tokens; counts the questions."""
+
+    fits: int
+    asked: list[int] = field(default_factory=list)
+
+    def ready_for(self, size: int) -> Callable[[], bool]:
+        def ready() -> bool:
+            self.asked.append(size)
+            return size <= self.fits
+
+        return ready
+
+
+def sized(rank: int, size: int, group: str = "g") -> Ask:
+    return Ask("m", NAMES[rank], rank, PATIENT_S, 1000.0, size, group)
+
+
+async def test_a_waiter_too_large_for_the_room_does_not_hold_up_a_smaller_one(
+    room: WaitingRoom, clock: Clock
+) -> None:
+    engines = Room(fits=0)
+    large = asyncio.create_task(room.wait(sized(INTERACTIVE, 4000), engines.ready_for(4000)))
+    await until(lambda: room.waiting("m") == 1)
+    clock.now = 1.0
+    small = asyncio.create_task(room.wait(sized(BATCH, 100), engines.ready_for(100)))
+    await until(lambda: room.waiting("m") == 2)
+    engines.fits = 1000  # room for the small one, not for the large one
+    room.wake()
+    turn = await asyncio.wait_for(small, DEADLINE_S)
+    turn.taken()
+    assert not large.done()
+    assert room.waiting("m") == 1
+    engines.fits = 8000
+    room.wake()
+    (await asyncio.wait_for(large, DEADLINE_S)).taken()
+
+
+async def test_the_most_urgent_of_the_waiters_that_fit_goes_first(
+    room: WaitingRoom, clock: Clock
+) -> None:
+    engines = Room(fits=0)
+    order: list[str] = []
+
+    async def wait(name: str, rank: int, size: int) -> None:
+        (await room.wait(sized(rank, size), engines.ready_for(size))).taken()
+        order.append(name)
+
+    tasks = [asyncio.create_task(wait("huge interactive", INTERACTIVE, 9000))]
+    await until(lambda: room.waiting("m") == 1)
+    for step, (name, rank) in enumerate([("batch", BATCH), ("interactive", INTERACTIVE)]):
+        clock.now = 1.0 + step
+        tasks.append(asyncio.create_task(wait(name, rank, 100)))
+        await until(lambda n=step + 2: room.waiting("m") == n)  # type: ignore[misc]
+    engines.fits = 1000
+    room.wake()
+    await until(lambda: len(order) == 2)
+    assert order == ["interactive", "batch"]
+    await cancel(tasks[0])  # type: ignore[arg-type]
+
+
+async def test_a_larger_waiter_of_a_group_is_not_asked_once_a_smaller_one_did_not_fit(
+    room: WaitingRoom, clock: Clock
+) -> None:
+    engines = Room(fits=0)
+    tasks = []
+    for step, size in enumerate([500, 200, 900, 300]):
+        clock.now = float(step)
+        tasks.append(
+            asyncio.create_task(room.wait(sized(INTERACTIVE, size), engines.ready_for(size)))
+        )
+        await until(lambda n=step + 1: room.waiting("m") == n)  # type: ignore[misc]
+    engines.asked.clear()
+    room.wake()
+    await until(lambda: len(engines.asked) >= 4)  # two passes at least
+    assert set(engines.asked) == {500, 200}  # 900 and 300 are larger than 200, which did not fit
+    other = asyncio.create_task(room.wait(sized(INTERACTIVE, 5000, "h"), engines.ready_for(5000)))
+    await until(lambda: 5000 in engines.asked)  # another group is asked on its own account
+    await cancel(*tasks, other)
