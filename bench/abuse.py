@@ -71,14 +71,20 @@ def model_body(n: int) -> tuple[bytes, dict[str, str]]:
 
 
 def tenant_body(n: int) -> tuple[bytes, dict[str, str]]:
-    body = {"model": "m", "temperature": 0, "max_tokens": 2,
-            "messages": [{"role": "user", "content": f"question {n}"}]}  # fmt: skip
+    body = {
+        "model": "m",
+        "temperature": 0,
+        "max_tokens": 2,
+        "messages": [{"role": "user", "content": f"question {n}"}],
+    }
     return orjson.dumps(body), {"x-overspill-tenant": f"invented-{n}-{uuid.uuid4().hex}"}
 
 
 def unknown_body(n: int) -> tuple[bytes, dict[str, str]]:
-    body = {"model": f"no-such-model-{n}-{uuid.uuid4().hex}",
-            "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+    body = {
+        "model": f"no-such-model-{n}-{uuid.uuid4().hex}",
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     return orjson.dumps(body), {}
 
 
@@ -103,9 +109,11 @@ async def run_phase(
                 n = sent
                 sent += 1
                 body, headers = make(n)
-                async with session.post(proxy.url + "/v1/chat/completions", data=body,
-                                        headers={"content-type": "application/json",
-                                                 **headers}) as response:  # fmt: skip
+                async with session.post(
+                    proxy.url + "/v1/chat/completions",
+                    data=body,
+                    headers={"content-type": "application/json", **headers},
+                ) as response:
                     await response.read()
                     phase.statuses[response.status] += 1
                 if (n + 1) % every == 0:
@@ -131,11 +139,35 @@ def report(phases: list[Phase], bound_mb: float) -> bool:
         growth = (end - start) / 1024
         ok = ok and growth < bound_mb
         statuses = ", ".join(f"{code}: {n:,}" for code, n in sorted(phase.statuses.items()))
-        rows.append([phase.name, sum(phase.statuses.values()), statuses, phase.reached_engine,
-                     start / 1024, end / 1024, peak / 1024, growth,
-                     phase.traffic_bytes / 1024])  # fmt: skip
-    print(table(["phase", "requests", "statuses", "reached engine", "RSS start MB",
-                 "RSS end MB", "RSS peak MB", "growth MB", "/admin/traffic KB"], rows))  # fmt: skip
+        rows.append(
+            [
+                phase.name,
+                sum(phase.statuses.values()),
+                statuses,
+                phase.reached_engine,
+                start / 1024,
+                end / 1024,
+                peak / 1024,
+                growth,
+                phase.traffic_bytes / 1024,
+            ]
+        )
+    print(
+        table(
+            [
+                "phase",
+                "requests",
+                "statuses",
+                "reached engine",
+                "RSS start MB",
+                "RSS end MB",
+                "RSS peak MB",
+                "growth MB",
+                "/admin/traffic KB",
+            ],
+            rows,
+        )
+    )
     print(f"\nbound: growth under {bound_mb:g} MB per phase: {'met' if ok else 'NOT MET'}")
     return ok
 
@@ -148,8 +180,12 @@ def plot(phases: list[Phase]) -> Path:
 
     figure, axis = plt.subplots(figsize=(7, 4))
     for phase in phases:
-        axis.plot([n for n, _ in phase.rss_kib], [r / 1024 for _, r in phase.rss_kib],
-                  marker=".", label=phase.name)  # fmt: skip
+        axis.plot(
+            [n for n, _ in phase.rss_kib],
+            [r / 1024 for _, r in phase.rss_kib],
+            marker=".",
+            label=phase.name,
+        )
     axis.set_xlabel("requests sent in the phase")
     axis.set_ylabel("proxy RSS (MB)")
     axis.set_ylim(bottom=0)
@@ -167,15 +203,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--bound-mb", type=float, default=64.0)
     args = parser.parse_args(argv)
-    engine_command = overspill_command("sim", "--port", "0", "--model", "m", "--decode-base-ms",
-                                       "1", "--output-tokens", "2")  # fmt: skip
+    engine_command = overspill_command(
+        "sim", "--port", "0", "--model", "m", "--decode-base-ms", "1", "--output-tokens", "2"
+    )
     with started(engine_command) as engine, tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "overspill.toml"
         path.write_text(POLICY.format(engine=engine.url))
         with started(overspill_command("serve", "--config", str(path), "--port", "0")) as proxy:
             phases = []
-            for name, make in (("models", model_body), ("tenants", tenant_body),
-                               ("unknown", unknown_body)):  # fmt: skip
+            for name, make in (
+                ("models", model_body),
+                ("tenants", tenant_body),
+                ("unknown", unknown_body),
+            ):
                 phase = Phase(f"{name}")
                 print(f"phase {name}: {args.count:,} requests...", file=sys.stderr, flush=True)
                 asyncio.run(run_phase(proxy, engine, phase, make, args.count, args.clients))

@@ -42,8 +42,9 @@ def build(upstream: str) -> Starlette:
         body = await upstream_response.read()
         return Response(body, upstream_response.status, media_type="application/json")
 
-    return Starlette(routes=[Route("/v1/chat/completions", forward, methods=["POST"])],
-                     lifespan=lifespan)  # fmt: skip
+    return Starlette(
+        routes=[Route("/v1/chat/completions", forward, methods=["POST"])], lifespan=lifespan
+    )
 
 
 if __name__ == "__main__":

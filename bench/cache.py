@@ -44,17 +44,22 @@ from proxy.home import overspill_home
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("onnx", "onnx-fp32", "torch")
 # What each encoder imports, timed apart from loading the model.
-IMPORTS = {"onnx": ("onnxruntime", "tokenizers"), "onnx-fp32": ("onnxruntime", "tokenizers"),
-           "torch": ("torch", "sentence_transformers")}  # fmt: skip
+IMPORTS = {
+    "onnx": ("onnxruntime", "tokenizers"),
+    "onnx-fp32": ("onnxruntime", "tokenizers"),
+    "torch": ("torch", "sentence_transformers"),
+}
 # The referee embeds only lookups whose int8 similarity lies within the referee's margin of the
 # threshold (sized from what the export measured): its cost is added to those, and it is not held
 # to the targets.
 REFEREE = "onnx-fp32"
 TARGET_P50_MS = 10.0
 TARGET_RPS = 300.0
-_WORDS = ("how do I cache a python request in the proxy with low latency when the model server "
-          "is busy and the cloud costs money explain why vectors index stream token answer "
-          "quickly please summary error retry timeout").split()  # fmt: skip
+_WORDS = (
+    "how do I cache a python request in the proxy with low latency when the model server "
+    "is busy and the cloud costs money explain why vectors index stream token answer "
+    "quickly please summary error retry timeout"
+).split()
 
 
 def prompt(rng: random.Random) -> str:
@@ -178,35 +183,68 @@ def prepare(home: Path) -> float | None:
 
 
 def run_child(kind: str, home: Path, seconds: float, calls: int) -> EncoderRun:
-    command = [sys.executable, "-m", "bench.cache", "--child", kind, "--home", str(home),
-               "--seconds", str(seconds), "--calls", str(calls)]  # fmt: skip
-    out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False,
-                         timeout=seconds + 120)  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "bench.cache",
+        "--child",
+        kind,
+        "--home",
+        str(home),
+        "--seconds",
+        str(seconds),
+        "--calls",
+        str(calls),
+    ]
+    out = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, check=False, timeout=seconds + 120
+    )
     if out.returncode != 0:
         sys.exit(f"bench.cache: the {kind} run failed:\n{out.stderr[-2000:]}")
     data = json.loads(out.stdout.strip().splitlines()[-1])
-    return EncoderRun(kind, Load(**data["load"]), Latency(**data["latency"]),
-                      Throughput(**data["throughput"]))  # fmt: skip
+    return EncoderRun(
+        kind, Load(**data["load"]), Latency(**data["latency"]), Throughput(**data["throughput"])
+    )
 
 
 def report(runs: list[EncoderRun], export_s: float | None, margin: float) -> str:
-    headers = ["encoder", "import s", "load s", "RSS +MB", "p50 ms (c=1)", "p99 ms (c=1)",
-               "lookups/s (c=64)", "items/batch", "targets"]  # fmt: skip
+    headers = [
+        "encoder",
+        "import s",
+        "load s",
+        "RSS +MB",
+        "p50 ms (c=1)",
+        "p99 ms (c=1)",
+        "lookups/s (c=64)",
+        "items/batch",
+        "targets",
+    ]
     rows = []
     for run in runs:
         t = run.throughput
         met = run.latency.p50_ms <= TARGET_P50_MS and t.rps >= TARGET_RPS
         verdict = "referee" if run.kind == REFEREE else "met" if met else "missed"
-        rows.append([run.kind, round(run.load.import_s, 2), round(run.load.load_s, 2),
-                     round(run.load.rss_mb), round(run.latency.p50_ms, 2),
-                     round(run.latency.p99_ms, 2), round(t.rps), round(t.lookups / t.batches, 1),
-                     verdict])  # fmt: skip
+        rows.append(
+            [
+                run.kind,
+                round(run.load.import_s, 2),
+                round(run.load.load_s, 2),
+                round(run.load.rss_mb),
+                round(run.latency.p50_ms, 2),
+                round(run.latency.p99_ms, 2),
+                round(t.rps),
+                round(t.lookups / t.batches, 1),
+                verdict,
+            ]
+        )
     export = f"{export_s:.1f} s (this run)" if export_s is not None else "cached (not measured)"
-    notes = [f"ONNX export: {export}",
-             f"{REFEREE} settles only the similarities int8 puts within ±{margin} of the "
-             "threshold (sized from the shift the export measured): such a lookup costs both",
-             f"targets: p50 <= {TARGET_P50_MS:.0f} ms at c=1, >= {TARGET_RPS:.0f} lookups/s "
-             "at c=64 (2 cores)"]  # fmt: skip
+    notes = [
+        f"ONNX export: {export}",
+        f"{REFEREE} settles only the similarities int8 puts within ±{margin} of the "
+        "threshold (sized from the shift the export measured): such a lookup costs both",
+        f"targets: p50 <= {TARGET_P50_MS:.0f} ms at c=1, >= {TARGET_RPS:.0f} lookups/s "
+        "at c=64 (2 cores)",
+    ]
     return "\n".join([table(headers, rows), "", *notes])
 
 
@@ -249,8 +287,15 @@ def main() -> int:
     if args.child:
         kind = cast(EncoderKind, args.child)  # one of KINDS: argparse checked it
         run = asyncio.run(measure_encoder(kind, home, args.seconds, args.calls))
-        print(json.dumps({"load": asdict(run.load), "latency": asdict(run.latency),
-                          "throughput": asdict(run.throughput)}))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "load": asdict(run.load),
+                    "latency": asdict(run.latency),
+                    "throughput": asdict(run.throughput),
+                }
+            )
+        )
         return 0
     export_s = prepare(home)
     runs = []
@@ -275,11 +320,14 @@ def proxy_report(figures: cache_e2e.ProxyFigures) -> str:
         ["exact hit", round(figures.exact_hit_p50_ms, 2), ""],
         ["semantic hit", round(figures.semantic_hit_p50_ms, 2), ""],
     ]
-    lines = [table(["request (c=1)", "p50 ms", "p99 ms"], rows), "",
-             f"semantic hits served at c=64: {figures.semantic_hits_per_s:.0f}/s "
-             f"({figures.hit_share:.0%} of lookups hit, {figures.refereed_share:.0%} refereed)",
-             f"target: the lookup adds <= {TARGET_P50_MS:.0f} ms p50 to a miss: "
-             + ("met" if on - off <= TARGET_P50_MS else "missed")]  # fmt: skip
+    lines = [
+        table(["request (c=1)", "p50 ms", "p99 ms"], rows),
+        "",
+        f"semantic hits served at c=64: {figures.semantic_hits_per_s:.0f}/s "
+        f"({figures.hit_share:.0%} of lookups hit, {figures.refereed_share:.0%} refereed)",
+        f"target: the lookup adds <= {TARGET_P50_MS:.0f} ms p50 to a miss: "
+        + ("met" if on - off <= TARGET_P50_MS else "missed"),
+    ]
     return "\n".join(lines)
 
 

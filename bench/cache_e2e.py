@@ -22,10 +22,31 @@ import aiohttp
 
 from proxy.children import Child, overspill_command, started
 
-ENGINE = ("--decode-base-ms", "2", "--decode-per-seq-ms", "0.1", "--prefill-ms-per-token", "0.01",
-          "--model", "m", "--max-seqs", "256")  # fmt: skip
-SUBJECTS = ["rivers", "volcanoes", "tax returns", "sourdough", "TCP handshakes", "sorting",
-            "glaciers", "invoices", "password resets", "vaccines", "compilers"]  # fmt: skip
+ENGINE = (
+    "--decode-base-ms",
+    "2",
+    "--decode-per-seq-ms",
+    "0.1",
+    "--prefill-ms-per-token",
+    "0.01",
+    "--model",
+    "m",
+    "--max-seqs",
+    "256",
+)
+SUBJECTS = [
+    "rivers",
+    "volcanoes",
+    "tax returns",
+    "sourdough",
+    "TCP handshakes",
+    "sorting",
+    "glaciers",
+    "invoices",
+    "password resets",
+    "vaccines",
+    "compilers",
+]
 
 
 @dataclass(frozen=True)
@@ -44,15 +65,21 @@ def question(i: int) -> str:
 
 
 def body(content: str) -> dict[str, object]:
-    return {"model": "m", "messages": [{"role": "user", "content": content}],
-            "temperature": 0, "max_tokens": 8}  # fmt: skip
+    return {
+        "model": "m",
+        "messages": [{"role": "user", "content": content}],
+        "temperature": 0,
+        "max_tokens": 8,
+    }
 
 
 @contextlib.contextmanager
 def proxy(engine: str, semantic: bool) -> Iterator[Child]:
-    config = (f'[[backends]]\nname = "local"\nkind = "vllm"\nurl = "{engine}"\n'
-              '[server]\nlog_level = "warning"\n'
-              f"[cache]\nsemantic = {str(semantic).lower()}\n")  # fmt: skip
+    config = (
+        f'[[backends]]\nname = "local"\nkind = "vllm"\nurl = "{engine}"\n'
+        '[server]\nlog_level = "warning"\n'
+        f"[cache]\nsemantic = {str(semantic).lower()}\n"
+    )
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "overspill.toml"
         path.write_text(config)
@@ -135,8 +162,11 @@ async def hits(
 
 
 def measure(count: int = 300, seconds: float = 10.0) -> ProxyFigures:
-    with started(overspill_command("sim", "--port", "0", *ENGINE)) as engine, \
-            proxy(engine.url, True) as on, proxy(engine.url, False) as off:  # fmt: skip
+    with (
+        started(overspill_command("sim", "--port", "0", *ENGINE)) as engine,
+        proxy(engine.url, True) as on,
+        proxy(engine.url, False) as off,
+    ):
         urls = {"semantic on": on.url, "semantic off": off.url}
         missed = asyncio.run(misses(urls, count))
         exact, semantic, rate, share, refereed = asyncio.run(hits(on.url, count, seconds))

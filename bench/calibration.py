@@ -27,8 +27,9 @@ def main() -> int:
         subprocess.run(
             overspill_command("sim", "--calibrate", engine.url, "--out", str(profile)), check=True
         )
-        sim_command = overspill_command("sim", "--port", "0", "--model", "smollm2",
-                                        "--profile", str(profile))  # fmt: skip
+        sim_command = overspill_command(
+            "sim", "--port", "0", "--model", "smollm2", "--profile", str(profile)
+        )
         with started(sim_command) as simulated:
             rows = asyncio.run(compare(engine.url, simulated.url, "smollm2"))
     print(profile.read_text())

@@ -31,8 +31,18 @@ def main() -> None:
     parser.add_argument("--rps", type=float, default=20.0)
     args = parser.parse_args()
     with demo() as proxy:
-        command = overspill_command("demo", "traffic", "--url", proxy.url, "--rps", str(args.rps),
-                                    "--seconds", str(args.seconds + 30), "--seed", "1")  # fmt: skip
+        command = overspill_command(
+            "demo",
+            "traffic",
+            "--url",
+            proxy.url,
+            "--rps",
+            str(args.rps),
+            "--seconds",
+            str(args.seconds + 30),
+            "--seed",
+            "1",
+        )
         with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL) as traffic:
             time.sleep(args.seconds)  # a script, not a test: let the chart fill up
             shoot(proxy.url + "/admin", args.out)

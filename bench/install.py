@@ -50,8 +50,14 @@ class Installed:
 
 def install(profile: str, venv: Path) -> Installed:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-           "--disable-pip-version-check"]  # fmt: skip
+    pip = [
+        str(venv / "bin" / "python"),
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--disable-pip-version-check",
+    ]
     started = time.perf_counter()
     for spec in PROFILES[profile]:
         if spec.startswith("lock:"):
@@ -91,17 +97,32 @@ def _packages(venv: Path) -> int:
 
 def _importable(venv: Path) -> tuple[str, ...]:
     """Which heavy modules the environment has (found, not imported: some take seconds)."""
-    code = ("import importlib.util, sys; "
-            "print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m)))")  # fmt: skip
-    found = subprocess.run([str(venv / "bin" / "python"), "-c", code, *HEAVY],
-                           capture_output=True, text=True, check=True, cwd="/")  # fmt: skip
+    code = (
+        "import importlib.util, sys; "
+        "print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m)))"
+    )
+    found = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", code, *HEAVY],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd="/",
+    )
     return tuple(found.stdout.split())
 
 
 def report(runs: Sequence[Installed]) -> str:
     headers = ["profile", "install s", "size MB", "packages", "has"]
-    rows = [[r.profile, round(r.seconds, 1), round(r.megabytes), r.packages,
-             ", ".join(r.importable) or "(none of them)"] for r in runs]  # fmt: skip
+    rows = [
+        [
+            r.profile,
+            round(r.seconds, 1),
+            round(r.megabytes),
+            r.packages,
+            ", ".join(r.importable) or "(none of them)",
+        ]
+        for r in runs
+    ]
     return table(headers, rows)
 
 

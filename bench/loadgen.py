@@ -38,10 +38,25 @@ def wrk(url: str, body: str, connections: int, seconds: int, cpu: str = "0") -> 
             f"wrk.headers['Authorization'] = 'Bearer {BENCH_KEY}'\n"
         )
         out = subprocess.run(
-            ["taskset", "-c", cpu, "wrk", "-t1", f"-c{connections}", f"-d{seconds}s",
-             "--latency", "--timeout", "30s", "-s", str(script), url],
-            capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
+            [
+                "taskset",
+                "-c",
+                cpu,
+                "wrk",
+                "-t1",
+                f"-c{connections}",
+                f"-d{seconds}s",
+                "--latency",
+                "--timeout",
+                "30s",
+                "-s",
+                str(script),
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     requests = int(re.search(r"(\d+) requests in ([\d.]+)(m?s)", out).group(1))  # type: ignore[union-attr]
     duration = re.search(r"requests in ([\d.]+)(ms|s|m)", out)
     assert duration is not None

@@ -41,13 +41,30 @@ SLO_S = 2.0
 
 
 def local_sim(args: argparse.Namespace) -> tuple[str, ...]:
-    return ("--max-seqs", str(args.max_seqs), "--decode-base-ms", str(args.decode_base_ms),
-            "--decode-per-seq-ms", str(args.decode_per_seq_ms), "--prefill-ms-per-token", "0.05",
-            "--model", "m")  # fmt: skip
+    return (
+        "--max-seqs",
+        str(args.max_seqs),
+        "--decode-base-ms",
+        str(args.decode_base_ms),
+        "--decode-per-seq-ms",
+        str(args.decode_per_seq_ms),
+        "--prefill-ms-per-token",
+        "0.05",
+        "--model",
+        "m",
+    )
 
 
-CLOUD = ("--personality", "cloud", "--network-latency-ms", "150", "--decode-base-ms", "10",
-         "--model", "cloud-m")  # fmt: skip
+CLOUD = (
+    "--personality",
+    "cloud",
+    "--network-latency-ms",
+    "150",
+    "--decode-base-ms",
+    "10",
+    "--model",
+    "cloud-m",
+)
 
 
 def policy(local: str, cloud: str, overflow: bool, ratio: float, slo: float, max_seqs: int) -> str:
@@ -92,8 +109,12 @@ class Outcome:
 
 
 def request(tokens: int) -> dict[str, object]:
-    return {"model": "m", "messages": [{"role": "user", "content": "hello"}],
-            "max_tokens": tokens, "stream": True}  # fmt: skip
+    return {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hello"}],
+        "max_tokens": tokens,
+        "stream": True,
+    }
 
 
 async def one(
@@ -126,7 +147,7 @@ async def poisson(
 ) -> list[Outcome]:
     """Poisson arrivals for warmup + seconds; the outcomes of those sent after the warm-up.
     Discarding the warm-up measures the steady state: queues and in-flight work are already at
-    their level when the window opens, as they still are when it closes."""  # fmt: skip
+    their level when the window opens, as they still are when it closes."""
     rng = random.Random(seed)
     tasks: list[asyncio.Task[Outcome]] = []
     connector = aiohttp.TCPConnector(limit=0)
@@ -199,8 +220,10 @@ def main() -> int:
     args = parser.parse_args()
     loads = [float(x) for x in args.loads.split(",")]
     rows: list[Row] = []
-    with started(overspill_command("sim", "--port", "0", *local_sim(args))) as local, \
-            started(overspill_command("sim", "--port", "0", *CLOUD)) as cloud:  # fmt: skip
+    with (
+        started(overspill_command("sim", "--port", "0", *local_sim(args))) as local,
+        started(overspill_command("sim", "--port", "0", *CLOUD)) as cloud,
+    ):
         body = request(args.tokens)
         c = asyncio.run(capacity(local.url, body, 4 * args.max_seqs))
         print(
@@ -216,17 +239,42 @@ def main() -> int:
                     )
                     rows.append(Row(mode, load, load * c, outcomes))
                     row = rows[-1]
-                    print(f"  {mode:10} {load}C: p99 {row.pct(0.99):.2f}s slo {row.slo_share:.1%} "
-                          f"cloud {row.cloud_share:.1%}", file=sys.stderr)  # fmt: skip
+                    print(
+                        f"  {mode:10} {load}C: p99 {row.pct(0.99):.2f}s slo {row.slo_share:.1%} "
+                        f"cloud {row.cloud_share:.1%}",
+                        file=sys.stderr,
+                    )
                     asyncio.run(asyncio.sleep(3))  # let the queue drain between loads
     print(f"local capacity C = {c:.2f} requests/s\n")
-    print(table(
-        ["mode", "load", "req/s", "requests", "TTFT p50 s", "TTFT p99 s", f"TTFT <= {SLO_S:g}s",
-         "to cloud", "excess over C"],
-        [[r.mode, f"{r.load:g}C", round(r.rate, 2), len(r.outcomes), _s(r.pct(0.5)),
-          _s(r.pct(0.99)), f"{r.slo_share:.1%}", f"{r.cloud_share:.1%}",
-          f"{max(0.0, 1 - 1 / r.load):.1%}"] for r in rows],
-    ))  # fmt: skip
+    print(
+        table(
+            [
+                "mode",
+                "load",
+                "req/s",
+                "requests",
+                "TTFT p50 s",
+                "TTFT p99 s",
+                f"TTFT <= {SLO_S:g}s",
+                "to cloud",
+                "excess over C",
+            ],
+            [
+                [
+                    r.mode,
+                    f"{r.load:g}C",
+                    round(r.rate, 2),
+                    len(r.outcomes),
+                    _s(r.pct(0.5)),
+                    _s(r.pct(0.99)),
+                    f"{r.slo_share:.1%}",
+                    f"{r.cloud_share:.1%}",
+                    f"{max(0.0, 1 - 1 / r.load):.1%}",
+                ]
+                for r in rows
+            ],
+        )
+    )
     plot(rows)
     return 0
 
@@ -249,10 +297,19 @@ def plot(rows: list[Row]) -> None:
         ttft.plot(loads, p99, style, label=f"{mode}: TTFT p99")
         share.plot(loads, [100 * r.slo_share for r in mine], style, label=f"{mode}: meets SLO")
     overflow = [r for r in rows if r.mode == "overflow"]
-    share.plot([r.load for r in overflow], [100 * r.cloud_share for r in overflow], "^--",
-               label="overflow: sent to cloud")  # fmt: skip
-    share.plot([r.load for r in overflow], [100 * max(0, 1 - 1 / r.load) for r in overflow],
-               ":", color="grey", label="excess over C")  # fmt: skip
+    share.plot(
+        [r.load for r in overflow],
+        [100 * r.cloud_share for r in overflow],
+        "^--",
+        label="overflow: sent to cloud",
+    )
+    share.plot(
+        [r.load for r in overflow],
+        [100 * max(0, 1 - 1 / r.load) for r in overflow],
+        ":",
+        color="grey",
+        label="excess over C",
+    )
     ttft.axhline(SLO_S, color="red", linestyle="--", linewidth=1, label="SLO 2 s")
     ttft.set_yscale("log")
     ttft.set_xlabel("offered load (x local capacity C)")

@@ -41,8 +41,10 @@ LEVELS = (1, 16, 64)
 
 def body(stream: bool) -> str:
     stream_part = ', "stream": true' if stream else ""
-    return ('{"model": "m", "messages": [{"role": "user", "content": "Say hello"}], '
-            f'"max_tokens": 8, "temperature": 0{stream_part}}}')  # fmt: skip
+    return (
+        '{"model": "m", "messages": [{"role": "user", "content": "Say hello"}], '
+        f'"max_tokens": 8, "temperature": 0{stream_part}}}'
+    )
 
 
 def pinned(cpu: str, command: list[str]) -> list[str]:
@@ -84,8 +86,9 @@ def ensure_litellm() -> Path:
     if not binary.exists():
         print("installing litellm[proxy] into bench/.venv-litellm ...", file=sys.stderr)
         subprocess.run([sys.executable, "-m", "venv", str(LITELLM_VENV)], check=True)
-        subprocess.run([str(LITELLM_VENV / "bin" / "pip"), "install", "-q", "litellm[proxy]"],
-                       check=True)  # fmt: skip
+        subprocess.run(
+            [str(LITELLM_VENV / "bin" / "pip"), "install", "-q", "litellm[proxy]"], check=True
+        )
     return binary
 
 
@@ -100,8 +103,17 @@ def litellm(upstream: str) -> Iterator[Child]:
             f"      model: openai/{MODEL}\n      api_base: {upstream}/v1\n"
             "      api_key: unused\n"
         )
-        command = [str(binary), "--config", str(config), "--host", "127.0.0.1",
-                   "--port", str(port), "--num_workers", "1"]  # fmt: skip
+        command = [
+            str(binary),
+            "--config",
+            str(config),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--num_workers",
+            "1",
+        ]
         env = {
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
             "LITELLM_LOG": "ERROR",
@@ -160,9 +172,11 @@ def measure(server: str, child: Child | None, url: str, seconds: int) -> list[Ce
             cpu = (cpu_seconds(child.popen.pid) - before) if child else None
             per_request = cpu / load.requests * 1000 if cpu is not None and load.requests else None
             cells.append(Cell(server, stream, concurrency, load, per_request))
-            print(f"  {server:15} stream={stream!s:5} c={concurrency:<3} {load.rps:8.0f} req/s "
-                  f"p50 {load.p50_ms:.2f} ms p99 {load.p99_ms:.2f} ms errors {load.errors}",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"  {server:15} stream={stream!s:5} c={concurrency:<3} {load.rps:8.0f} req/s "
+                f"p50 {load.p50_ms:.2f} ms p99 {load.p99_ms:.2f} ms errors {load.errors}",
+                file=sys.stderr,
+            )
     return cells
 
 
@@ -195,19 +209,46 @@ def report(cells: list[Cell]) -> str:
         added50 = c.load.p50_ms - base.p50_ms if c.server != "direct" else 0.0
         added99 = c.load.p99_ms - base.p99_ms if c.server != "direct" else 0.0
         cpu = f"{c.cpu_ms_per_request:.3f}" if c.cpu_ms_per_request is not None else "-"
-        rows.append([c.server, "stream" if c.stream else "whole", c.concurrency,
-                     round(c.load.rps), round(c.load.p50_ms, 2), round(added50, 2),
-                     round(c.load.p99_ms, 2), round(added99, 2), cpu, c.load.errors])  # fmt: skip
-    headers = ["server", "mode", "conc", "req/s", "p50 ms", "+p50 ms", "p99 ms", "+p99 ms",
-               "CPU ms/req", "errors"]  # fmt: skip
+        rows.append(
+            [
+                c.server,
+                "stream" if c.stream else "whole",
+                c.concurrency,
+                round(c.load.rps),
+                round(c.load.p50_ms, 2),
+                round(added50, 2),
+                round(c.load.p99_ms, 2),
+                round(added99, 2),
+                cpu,
+                c.load.errors,
+            ]
+        )
+    headers = [
+        "server",
+        "mode",
+        "conc",
+        "req/s",
+        "p50 ms",
+        "+p50 ms",
+        "p99 ms",
+        "+p99 ms",
+        "CPU ms/req",
+        "errors",
+    ]
     lines = [table(headers, rows), "", ratios(cells)]
     return "\n".join(lines)
 
 
 def ratios(cells: list[Cell]) -> str:
     def cell(server: str, stream: bool, concurrency: int) -> Cell | None:
-        return next((c for c in cells if (c.server, c.stream, c.concurrency)
-                     == (server, stream, concurrency)), None)  # fmt: skip
+        return next(
+            (
+                c
+                for c in cells
+                if (c.server, c.stream, c.concurrency) == (server, stream, concurrency)
+            ),
+            None,
+        )
 
     lines = []
     for stream in (False, True):
@@ -239,8 +280,14 @@ def plot(cells: list[Cell]) -> None:
     for ax, stream in zip(axes, (False, True), strict=True):
         width = 0.8 / len(servers)
         for i, server in enumerate(servers):
-            values = [next(c.load.rps for c in cells if (c.server, c.stream, c.concurrency)
-                           == (server, stream, level)) for level in LEVELS]  # fmt: skip
+            values = [
+                next(
+                    c.load.rps
+                    for c in cells
+                    if (c.server, c.stream, c.concurrency) == (server, stream, level)
+                )
+                for level in LEVELS
+            ]
             xs = [j + (i - (len(servers) - 1) / 2) * width for j in range(len(LEVELS))]
             ax.bar(xs, values, width, label=server)
         ax.set_xticks(range(len(LEVELS)), [f"c={level}" for level in LEVELS])

@@ -112,13 +112,36 @@ def routing(args: argparse.Namespace, strategy: str, arrivals: list[Arrival]) ->
 
 def routing_table(runs: Sequence[Run]) -> str:
     return table(
-        ["strategy", "requests", "errors", "hit rate", "hit rate, 2nd half", "prefill computed",
-         "TTFT p50 s", "TTFT p90 s", "TTFT p99 s", "replicas/group", "requests per replica"],
-        [[r.label, len(r.outcomes), r.errors, f"{r.counters.hit_rate:.1%}",
-          f"{r.second_half.hit_rate:.1%}", r.counters.computed, fmt_s(r.pct(0.5)),
-          fmt_s(r.pct(0.9)), fmt_s(r.pct(0.99)), round(r.replicas_per_group(), 2), r.landed()]
-         for r in runs],
-    )  # fmt: skip
+        [
+            "strategy",
+            "requests",
+            "errors",
+            "hit rate",
+            "hit rate, 2nd half",
+            "prefill computed",
+            "TTFT p50 s",
+            "TTFT p90 s",
+            "TTFT p99 s",
+            "replicas/group",
+            "requests per replica",
+        ],
+        [
+            [
+                r.label,
+                len(r.outcomes),
+                r.errors,
+                f"{r.counters.hit_rate:.1%}",
+                f"{r.second_half.hit_rate:.1%}",
+                r.counters.computed,
+                fmt_s(r.pct(0.5)),
+                fmt_s(r.pct(0.9)),
+                fmt_s(r.pct(0.99)),
+                round(r.replicas_per_group(), 2),
+                r.landed(),
+            ]
+            for r in runs
+        ],
+    )
 
 
 def verdict_table(base: Run, new: Run) -> tuple[str, bool]:
@@ -132,8 +155,10 @@ def verdict_table(base: Run, new: Run) -> tuple[str, bool]:
         ("TTFT p50 s", fmt_s(base.pct(0.5)), fmt_s(new.pct(0.5)), p50, "<= 0.70x", p50 <= 0.7),
         ("TTFT p99 s", fmt_s(base.pct(0.99)), fmt_s(new.pct(0.99)), p99, "<= 1.00x", p99 <= 1),
     ]
-    rows = [[name, old, now, f"{ratio:.2f}x", target, "" if ok is None else ("yes" if ok else "NO")]
-            for name, old, now, ratio, target, ok in checks]  # fmt: skip
+    rows = [
+        [name, old, now, f"{ratio:.2f}x", target, "" if ok is None else ("yes" if ok else "NO")]
+        for name, old, now, ratio, target, ok in checks
+    ]
     text = table(["", base.label, new.label, "ratio", "target", "met"], rows)
     return text, all(ok for *_, ok in checks if ok is not None)
 
@@ -145,14 +170,20 @@ def plot(routes: Sequence[Run], bursts: Sequence[Run], size: int, name: str) -> 
     import matplotlib.pyplot as plt
 
     widths = [1.0, 1.0] * bool(routes) + [0.4 * len(bursts)] * bool(bursts)
-    fig, axes = plt.subplots(1, len(widths), figsize=(4.5 * sum(widths), 4.5), squeeze=False,
-                             gridspec_kw={"width_ratios": widths})  # fmt: skip
+    fig, axes = plt.subplots(
+        1,
+        len(widths),
+        figsize=(4.5 * sum(widths), 4.5),
+        squeeze=False,
+        gridspec_kw={"width_ratios": widths},
+    )
     left = list(axes[0])
     if routes:
         hits, ttft = left.pop(0), left.pop(0)
         names = [r.label for r in routes]
-        hits.bar(names, [100 * r.counters.hit_rate for r in routes], color="tab:blue",
-                 label="whole run")  # fmt: skip
+        hits.bar(
+            names, [100 * r.counters.hit_rate for r in routes], color="tab:blue", label="whole run"
+        )
         hits.plot(names, [100 * r.second_half.hit_rate for r in routes], "ko", label="2nd half")
         hits.set_ylabel("engine prefix-cache hit rate (% of prompt tokens)")
         hits.legend(fontsize=8)
@@ -160,8 +191,10 @@ def plot(routes: Sequence[Run], bursts: Sequence[Run], size: int, name: str) -> 
         ttft.set_title("TTFT per strategy", fontsize=10)
     if bursts:
         burst = left.pop(0)
-        labels = [r.label.replace(", ", "\n") + f"\n{_mean_prefill(r):,.0f} prefilled each"
-                  for r in bursts]  # fmt: skip
+        labels = [
+            r.label.replace(", ", "\n") + f"\n{_mean_prefill(r):,.0f} prefilled each"
+            for r in bursts
+        ]
         _ttft_bars(burst, bursts, labels)
         burst.set_title(f"bursts of {size} sharing a new prefix: coalescing", fontsize=10)
     fig.suptitle("Prefix-aware routing and coalescing")
@@ -207,8 +240,12 @@ def main() -> int:
     parser.add_argument("--burst-tokens", type=int, default=2000, help="part 2: shared prefix")
     parser.add_argument("--burst-replicas", type=int, default=4)
     parser.add_argument("--trials", type=int, default=3, help="part 2: bursts per mode, pooled")
-    parser.add_argument("--background-rate", type=float, default=3.0,
-                        help="part 2, busy: other requests/s per replica")  # fmt: skip
+    parser.add_argument(
+        "--background-rate",
+        type=float,
+        default=3.0,
+        help="part 2, busy: other requests/s per replica",
+    )
     parser.add_argument("--background-prompt", type=int, default=1500, help="their prompt")
     parser.add_argument("--engine", help="a running vLLM for part 'engine' (default: start one)")
     parser.add_argument("--engine-tokens", type=int, default=1500, help="its shared prefix")
@@ -224,22 +261,31 @@ def main() -> int:
         for strategy in STRATEGIES:
             routes.append(routing(args, strategy, arrivals))
             r = routes[-1]
-            print(f"  {strategy}: hit {r.counters.hit_rate:.1%} p50 {fmt_s(r.pct(0.5))} "
-                  f"p99 {fmt_s(r.pct(0.99))}", file=sys.stderr)  # fmt: skip
+            print(
+                f"  {strategy}: hit {r.counters.hit_rate:.1%} p50 {fmt_s(r.pct(0.5))} "
+                f"p99 {fmt_s(r.pct(0.99))}",
+                file=sys.stderr,
+            )
     if "coalescing" in parts:
         busy = Background(MODEL, args.background_rate, args.background_prompt, 4)
-        bursts += [coalescing(args, background, wait)
-                   for background in (Background(MODEL), busy) for wait in (0.0, 2.0)]  # fmt: skip
+        bursts += [
+            coalescing(args, background, wait)
+            for background in (Background(MODEL), busy)
+            for wait in (0.0, 2.0)
+        ]
     if "engine" in parts:
         with real_engine(args.engine) as url:
             runs = [(b, w) for b in (0, args.engine_background) for w in (0.0, 2.0)]
             salt = time.time_ns() % 10**9  # new prefixes each time: a running engine kept its cache
-            bursts += [engine_coalescing(args, url, b, w, salt + i)
-                       for i, (b, w) in enumerate(runs)]  # fmt: skip
+            bursts += [
+                engine_coalescing(args, url, b, w, salt + i) for i, (b, w) in enumerate(runs)
+            ]
     met = True
     if routes:
-        print(f"Part 1: {len(routes[0].outcomes)} requests at {args.rate:g}/s, {args.groups} "
-              f"groups, {args.replicas} replicas of {args.kv_tokens:,} KV tokens\n")  # fmt: skip
+        print(
+            f"Part 1: {len(routes[0].outcomes)} requests at {args.rate:g}/s, {args.groups} "
+            f"groups, {args.replicas} replicas of {args.kv_tokens:,} KV tokens\n"
+        )
         print(routing_table(routes) + "\n")
         text, met = verdict_table(routes[1], routes[2])
         print(text + "\n")

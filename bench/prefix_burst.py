@@ -54,8 +54,9 @@ SHOTS = 4  # few-shot exchanges in each shared prefix: 25-word questions, 75-wor
 
 def words(rng: random.Random, count: int) -> str:
     """`count` pseudo-random lowercase words: one simulator token each, shared with no one."""
-    return " ".join("".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 8)))
-                    for _ in range(count))  # fmt: skip
+    return " ".join(
+        "".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 8))) for _ in range(count)
+    )
 
 
 def shared_prefix(seed: int, tokens: int) -> list[dict[str, str]]:
@@ -70,9 +71,16 @@ def shared_prefix(seed: int, tokens: int) -> list[dict[str, str]]:
 
 def body(prefix: list[dict[str, str]], rng: random.Random, model: str, tokens: int) -> bytes:
     ask = {"role": "user", "content": words(rng, rng.randint(15, 30)) + "?"}
-    return orjson.dumps({"model": model, "messages": [*prefix, ask], "max_tokens": tokens,
-                         "temperature": 0.7, "stream": True,
-                         "stream_options": {"include_usage": True}})  # fmt: skip
+    return orjson.dumps(
+        {
+            "model": model,
+            "messages": [*prefix, ask],
+            "max_tokens": tokens,
+            "temperature": 0.7,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -86,8 +94,16 @@ class Arrival:
 
 
 def sim_flags(args: argparse.Namespace) -> tuple[str, ...]:
-    return ("--personality", "vllm", "--model", MODEL, "--kv-tokens", str(args.kv_tokens),
-            "--max-seqs", str(args.max_seqs))  # fmt: skip
+    return (
+        "--personality",
+        "vllm",
+        "--model",
+        MODEL,
+        "--kv-tokens",
+        str(args.kv_tokens),
+        "--max-seqs",
+        str(args.max_seqs),
+    )
 
 
 def config(backends: Sequence[str], model: str, strategy: str, warm_wait_s: float) -> str:
@@ -110,8 +126,10 @@ warm_wait_s = {warm_wait_s}
 @contextlib.contextmanager
 def sims(count: int, flags: Sequence[str]) -> Iterator[list[Child]]:
     with contextlib.ExitStack() as stack:
-        yield [stack.enter_context(started(overspill_command("sim", "--port", "0", *flags)))
-               for _ in range(count)]  # fmt: skip
+        yield [
+            stack.enter_context(started(overspill_command("sim", "--port", "0", *flags)))
+            for _ in range(count)
+        ]
 
 
 @contextlib.contextmanager
@@ -196,12 +214,14 @@ class Counters:
     computed: int = 0  # prefill tokens computed before first tokens (after hits)
 
     def __add__(self, other: Counters) -> Counters:
-        return Counters(self.queries + other.queries, self.hits + other.hits,
-                        self.computed + other.computed)  # fmt: skip
+        return Counters(
+            self.queries + other.queries, self.hits + other.hits, self.computed + other.computed
+        )
 
     def __sub__(self, other: Counters) -> Counters:
-        return Counters(self.queries - other.queries, self.hits - other.hits,
-                        self.computed - other.computed)  # fmt: skip
+        return Counters(
+            self.queries - other.queries, self.hits - other.hits, self.computed - other.computed
+        )
 
     @property
     def hit_rate(self) -> float:
@@ -214,8 +234,11 @@ async def sim_counters(urls: Sequence[str]) -> Counters:
         for url in urls:
             async with session.get(url + "/_sim/stats") as response:
                 for engine in (await response.json())["engines"].values():
-                    total += Counters(engine["prefix_cache_queries"], engine["prefix_cache_hits"],
-                                      engine["prefill_tokens_computed"])  # fmt: skip
+                    total += Counters(
+                        engine["prefix_cache_queries"],
+                        engine["prefix_cache_hits"],
+                        engine["prefill_tokens_computed"],
+                    )
     return total
 
 
@@ -308,8 +331,10 @@ async def burst(
 ) -> tuple[list[Outcome], Counters]:
     """The burst through the proxy while `background` runs; the counters' change meanwhile."""
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-        busy = [asyncio.create_task(_other_work(session, url, background, i, give_up))
-                for i, url in enumerate(engines)]  # fmt: skip
+        busy = [
+            asyncio.create_task(_other_work(session, url, background, i, give_up))
+            for i, url in enumerate(engines)
+        ]
         if not background.idle:
             await asyncio.sleep(2.0)  # in full swing
         before = await counters()
@@ -326,10 +351,19 @@ async def _other_work(
 ) -> None:
     rng = random.Random(background.seed * 100 + replica)
     model = background.model
-    long = orjson.dumps({"model": model, "messages": [{"role": "user", "content": "Count."}],
-                         "max_tokens": 1000, "ignore_eos": True, "stream": True})  # fmt: skip
-    tasks = [asyncio.create_task(one(session, url, Arrival(0, -1, long), give_up))
-             for _ in range(background.decoding)]  # fmt: skip
+    long = orjson.dumps(
+        {
+            "model": model,
+            "messages": [{"role": "user", "content": "Count."}],
+            "max_tokens": 1000,
+            "ignore_eos": True,
+            "stream": True,
+        }
+    )
+    tasks = [
+        asyncio.create_task(one(session, url, Arrival(0, -1, long), give_up))
+        for _ in range(background.decoding)
+    ]
     try:
         while background.rate:
             prompt = [{"role": "user", "content": words(rng, background.prompt)}]
@@ -345,12 +379,19 @@ async def _other_work(
 
 def coalescing(args: argparse.Namespace, background: Background, warm_wait_s: float) -> Run:
     """--trials bursts (each its own prefix and background draws, fresh replicas), pooled."""
-    trials = [_trial(args, replace(background, seed=k), warm_wait_s, args.seed + 7 + k)
-              for k in range(args.trials)]  # fmt: skip
+    trials = [
+        _trial(args, replace(background, seed=k), warm_wait_s, args.seed + 7 + k)
+        for k in range(args.trials)
+    ]
     label = f"{'idle' if background.idle else 'busy'}, wait {warm_wait_s:g}s"
     counters = sum((c for _, c in trials), Counters())
-    return Run(label, [o for t, _ in trials for o in t], counters, counters,
-               tuple(_own_prefill(t) for t, _ in trials))  # fmt: skip
+    return Run(
+        label,
+        [o for t, _ in trials for o in t],
+        counters,
+        counters,
+        tuple(_own_prefill(t) for t, _ in trials),
+    )
 
 
 def _trial(
@@ -413,12 +454,34 @@ async def _words_for(url: str, model: str, seed: int, tokens: int) -> int:
 
 def burst_table(runs: Sequence[Run], size: int) -> str:
     return table(
-        ["mode", "requests", "errors", "burst prompt tokens", "burst prefill computed",
-         "per burst", "all prefill computed", "TTFT p50 s", "TTFT p99 s", "landed, per burst"],
-        [[r.label, len(r.outcomes), r.errors, sum(o.prompt for o in r.outcomes),
-          _total(r.per_trial), " / ".join(_count(n) for n in r.per_trial), r.counters.computed,
-          fmt_s(r.pct(0.5)), fmt_s(r.pct(0.99)), r.landed_per_trial(size)] for r in runs],
-    )  # fmt: skip
+        [
+            "mode",
+            "requests",
+            "errors",
+            "burst prompt tokens",
+            "burst prefill computed",
+            "per burst",
+            "all prefill computed",
+            "TTFT p50 s",
+            "TTFT p99 s",
+            "landed, per burst",
+        ],
+        [
+            [
+                r.label,
+                len(r.outcomes),
+                r.errors,
+                sum(o.prompt for o in r.outcomes),
+                _total(r.per_trial),
+                " / ".join(_count(n) for n in r.per_trial),
+                r.counters.computed,
+                fmt_s(r.pct(0.5)),
+                fmt_s(r.pct(0.99)),
+                r.landed_per_trial(size),
+            ]
+            for r in runs
+        ],
+    )
 
 
 def _total(values: Sequence[int | None]) -> str:

@@ -209,9 +209,15 @@ def rows(sizes: Sequence[int], legacy_sizes: Sequence[int], budget: float) -> li
 def render(results: Sequence[Row], sizes: Sequence[int], legacy_sizes: Sequence[int]) -> str:
     mb = [f"{n / MB:.3g} MB" for n in sizes]
     kb = [f"{n // 1024} KB" for n in legacy_sizes]
-    headers = ["detector", "input", "found", *(f"RE2 ms/MB {size}" for size in mb),
-               f"RE2 x time {mb[1]}/{mb[0]}", *(f"re ms/MB {size}" for size in kb),
-               f"re x time {kb[1]}/{kb[0]}"]  # fmt: skip
+    headers = [
+        "detector",
+        "input",
+        "found",
+        *(f"RE2 ms/MB {size}" for size in mb),
+        f"RE2 x time {mb[1]}/{mb[0]}",
+        *(f"re ms/MB {size}" for size in kb),
+        f"re x time {kb[1]}/{kb[0]}",
+    ]
     return table(headers, [_cells(row, sizes, legacy_sizes) for row in results])
 
 
@@ -220,8 +226,16 @@ def _cells(row: Row, sizes: Sequence[int], legacy_sizes: Sequence[int]) -> list[
     old_small, old_large = row.old_s
     growth = "-" if old_small is None or old_large is None else old_large / old_small
     found = "yes" if row.found else "no"
-    return [row.detector, row.family, found, *new, row.new_s[1] / row.new_s[0],
-            *old, *["-"] * (2 - len(old)), growth]  # fmt: skip
+    return [
+        row.detector,
+        row.family,
+        found,
+        *new,
+        row.new_s[1] / row.new_s[0],
+        *old,
+        *["-"] * (2 - len(old)),
+        growth,
+    ]
 
 
 def plot(results: Sequence[Row], sizes: Sequence[int], legacy_sizes: Sequence[int]) -> None:

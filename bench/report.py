@@ -12,8 +12,10 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A Markdown table (readable in a terminal, pasteable into the README)."""
     cells = [[str(h) for h in headers], *[[_fmt(v) for v in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
-             for row in cells]  # fmt: skip
+    lines = [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
+        for row in cells
+    ]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return "\n".join(lines)
 

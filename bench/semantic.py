@@ -191,13 +191,18 @@ def served_similarities(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     default_home = os.environ.get("OVERSPILL_HOME") or str(RESULTS / "semantic-home")
-    parser.add_argument("--home", type=Path, default=Path(default_home),
-                        help="where load_encoder keeps the exported ONNX model")  # fmt: skip
+    parser.add_argument(
+        "--home",
+        type=Path,
+        default=Path(default_home),
+        help="where load_encoder keeps the exported ONNX model",
+    )
     args = parser.parse_args(argv)
     pairs = load_pairs()
     sims = {kind: _timed_similarities(kind, args.home, pairs) for kind in KINDS}
-    curves = {kind: (sweep(pairs, sims[kind], None), sweep(pairs, sims[kind], conflict))
-              for kind in KINDS}  # fmt: skip
+    curves = {
+        kind: (sweep(pairs, sims[kind], None), sweep(pairs, sims[kind], conflict)) for kind in KINDS
+    }
     chosen = recommend([guarded for _, guarded in curves.values()])
     for kind in KINDS:
         print(f"\n{kind}: {len(pairs)} pairs, without / with the guard\n")
@@ -224,13 +229,22 @@ def _timed_similarities(kind: EncoderKind, home: Path, pairs: Sequence[Pair]) ->
     encoder = load_encoder(kind, home)
     loaded = time.perf_counter()
     sims = similarities(encoder, pairs)
-    print(f"{kind}: loaded in {loaded - started:.1f} s, encoded in "
-          f"{time.perf_counter() - loaded:.1f} s")  # fmt: skip
+    print(
+        f"{kind}: loaded in {loaded - started:.1f} s, encoded in "
+        f"{time.perf_counter() - loaded:.1f} s"
+    )
     return sims
 
 
-_SWEEP_HEADERS = ("threshold", "precision", "wrong hits", "recall",
-                  "precision +guard", "wrong hits +guard", "recall +guard")  # fmt: skip
+_SWEEP_HEADERS = (
+    "threshold",
+    "precision",
+    "wrong hits",
+    "recall",
+    "precision +guard",
+    "wrong hits +guard",
+    "recall +guard",
+)
 
 
 def _sweep_row(bare: Scores, guarded: Scores) -> list[object]:
@@ -258,8 +272,10 @@ def _report_threshold(
         f"\ntorch vs onnx at {threshold:.2f} with the guard: {same}/{len(pairs)} decisions the same"
     )
     for i in differ:
-        print(f"  torch {sims['torch'][i]:.3f} onnx {sims['onnx'][i]:.3f} {pairs[i].label}: "
-              f"{pairs[i].a!r} / {pairs[i].b!r}")  # fmt: skip
+        print(
+            f"  torch {sims['torch'][i]:.3f} onnx {sims['onnx'][i]:.3f} {pairs[i].label}: "
+            f"{pairs[i].a!r} / {pairs[i].b!r}"
+        )
 
 
 def _report_refereed(
@@ -278,16 +294,22 @@ def _report_refereed(
         f"\nint8 vs fp32 cosine, measured by the export on {measured.pairs} calibration pairs: "
         f"max {measured.max:.4f}, p99 {measured.p99:.4f}, so margin ±{margin}"
     )
-    print(f"int8 vs fp32 cosine on these pairs: max {strayed.max():.4f}, p99 "
-          f"{np.percentile(strayed, 99):.4f} "
-          f"({'inside' if strayed.max() < margin else 'OUTSIDE'} the margin); "
-          f"fp32 vs torch: max {np.abs(reference - sims['torch']).max():.1e}")  # fmt: skip
-    print(f"served (int8, fp32 within ±{margin} of {threshold:.2f}) vs torch with the "
-          f"guard: {len(pairs) - len(differ)}/{len(pairs)} decisions the same; "
-          f"{refereed} pairs ({refereed / len(pairs):.0%}) refereed")  # fmt: skip
+    print(
+        f"int8 vs fp32 cosine on these pairs: max {strayed.max():.4f}, p99 "
+        f"{np.percentile(strayed, 99):.4f} "
+        f"({'inside' if strayed.max() < margin else 'OUTSIDE'} the margin); "
+        f"fp32 vs torch: max {np.abs(reference - sims['torch']).max():.1e}"
+    )
+    print(
+        f"served (int8, fp32 within ±{margin} of {threshold:.2f}) vs torch with the "
+        f"guard: {len(pairs) - len(differ)}/{len(pairs)} decisions the same; "
+        f"{refereed} pairs ({refereed / len(pairs):.0%}) refereed"
+    )
     for i in differ:
-        print(f"  torch {sims['torch'][i]:.3f} served {served[i]:.3f} {pairs[i].label}: "
-              f"{pairs[i].a!r} / {pairs[i].b!r}")  # fmt: skip
+        print(
+            f"  torch {sims['torch'][i]:.3f} served {served[i]:.3f} {pairs[i].label}: "
+            f"{pairs[i].a!r} / {pairs[i].b!r}"
+        )
 
 
 def _domain_rows(pairs: Sequence[Pair], sims: Similarities, threshold: float) -> list[list[object]]:
@@ -299,8 +321,15 @@ def _domain_rows(pairs: Sequence[Pair], sims: Similarities, threshold: float) ->
         guarded[f"({split} pairs)"] = evaluate(subset, sims[chosen], threshold, conflict)
     bare["all"] = evaluate(pairs, sims, threshold)
     guarded["all"] = evaluate(pairs, sims, threshold, conflict)
-    return [[domain, f"{scores.paraphrases}+{scores.near_misses}", *_cells(scores),
-             *_cells(guarded[domain])] for domain, scores in bare.items()]  # fmt: skip
+    return [
+        [
+            domain,
+            f"{scores.paraphrases}+{scores.near_misses}",
+            *_cells(scores),
+            *_cells(guarded[domain]),
+        ]
+        for domain, scores in bare.items()
+    ]
 
 
 def _report_guard(pairs: Sequence[Pair]) -> None:
@@ -311,8 +340,13 @@ def _report_guard(pairs: Sequence[Pair]) -> None:
         caught = [pair for pair in chosen if not pair.paraphrase and conflict(pair.a, pair.b)]
         passed = [pair for pair in chosen if pair.paraphrase and not conflict(pair.a, pair.b)]
         near, para = sum(not p.paraphrase for p in chosen), sum(p.paraphrase for p in chosen)
-        rows.append([split, f"{len(caught)}/{near} ({len(caught) / near:.0%})",
-                     f"{len(passed)}/{para} ({len(passed) / para:.0%})"])  # fmt: skip
+        rows.append(
+            [
+                split,
+                f"{len(caught)}/{near} ({len(caught) / near:.0%})",
+                f"{len(passed)}/{para} ({len(passed) / para:.0%})",
+            ]
+        )
     print("\nthe guard alone: near-misses it refuses, paraphrases it lets through\n")
     print(table(["pairs", "near-misses refused", "paraphrases passed"], rows))
     print("\nthe guard's cost, µs (p50 / p99):", _guard_timing(pairs))
@@ -328,9 +362,14 @@ def _guard_timing(pairs: Sequence[Pair]) -> str:
     pair_us = sorted(per_call(partial(conflict, p.a, p.b)) for p in pairs)
     read_us = sorted(per_call(partial(features, p.b)) for p in pairs)
     compare_us = sorted(per_call(partial(compare, features(p.a), features(p.b))) for p in pairs)
-    return ", ".join(f"{name} {_quantile(us, 0.5):.0f} / {_quantile(us, 0.99):.0f}"
-                     for name, us in (("conflict()", pair_us), ("features()", read_us),
-                                      ("compare()", compare_us)))  # fmt: skip
+    return ", ".join(
+        f"{name} {_quantile(us, 0.5):.0f} / {_quantile(us, 0.99):.0f}"
+        for name, us in (
+            ("conflict()", pair_us),
+            ("features()", read_us),
+            ("compare()", compare_us),
+        )
+    )
 
 
 def _quantile(sorted_values: Sequence[float], q: float) -> float:

@@ -51,10 +51,23 @@ uvicorn.Server(config).run(sockets=[sock])
 def wrk(url: str, connections: int, seconds: int, script: Path) -> tuple[float, float, float]:
     """Requests per second, p50 and p99 latency in ms."""
     out = subprocess.run(
-        ["taskset", "-c", "1", "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency",
-         "-s", str(script), url + "/v1/chat/completions"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        [
+            "taskset",
+            "-c",
+            "1",
+            "wrk",
+            "-t1",
+            f"-c{connections}",
+            f"-d{seconds}s",
+            "--latency",
+            "-s",
+            str(script),
+            url + "/v1/chat/completions",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     return rps, _latency(out, "50%"), _latency(out, "99%")
 
@@ -80,9 +93,24 @@ def main() -> int:
             "wrk.headers['Content-Type'] = 'application/json'\n"
         )
         bare = ["taskset", "-c", "0", sys.executable, "-c", BARE_APP]
-        sim = ["taskset", "-c", "0", *overspill_command(
-            "sim", "--port", "0", "--model", "m", "--decode-base-ms", "0",
-            "--decode-per-seq-ms", "0", "--prefill-ms-per-token", "0")]  # fmt: skip
+        sim = [
+            "taskset",
+            "-c",
+            "0",
+            *overspill_command(
+                "sim",
+                "--port",
+                "0",
+                "--model",
+                "m",
+                "--decode-base-ms",
+                "0",
+                "--decode-per-seq-ms",
+                "0",
+                "--prefill-ms-per-token",
+                "0",
+            ),
+        ]
         results: dict[str, list[tuple[float, float, float]]] = {}
         for name, command in (("bare Starlette", bare), ("overspill sim", sim)):
             with running(command) as process:

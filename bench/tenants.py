@@ -40,8 +40,20 @@ import aiohttp
 from bench.report import plot_path, table
 from proxy.children import Child, overspill_command, started
 
-ENGINE = ("--model", "m", "--max-seqs", "8", "--decode-base-ms", "25", "--decode-per-seq-ms",
-          "1", "--prefill-ms-per-token", "0.02", "--output-tokens", "16")  # fmt: skip
+ENGINE = (
+    "--model",
+    "m",
+    "--max-seqs",
+    "8",
+    "--decode-base-ms",
+    "25",
+    "--decode-per-seq-ms",
+    "1",
+    "--prefill-ms-per-token",
+    "0.02",
+    "--output-tokens",
+    "16",
+)
 
 
 def policy(engine: str, flood_class: str) -> str:
@@ -90,8 +102,12 @@ def stack(flood_class: str = "batch") -> Iterator[Child]:
 
 
 def body(text: str, stream: bool = False) -> dict[str, object]:
-    return {"model": "m", "messages": [{"role": "user", "content": text}], "max_tokens": 16,
-            "stream": stream}  # fmt: skip
+    return {
+        "model": "m",
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": 16,
+        "stream": stream,
+    }
 
 
 @dataclass
@@ -109,8 +125,9 @@ async def ask(
 ) -> None:
     started_at = time.perf_counter()
     headers = {"x-overspill-tenant": tenant}
-    async with session.post(url + "/v1/chat/completions", json=body(tenant, stream),
-                            headers=headers) as response:  # fmt: skip
+    async with session.post(
+        url + "/v1/chat/completions", json=body(tenant, stream), headers=headers
+    ) as response:
         first = None
         async for _ in response.content.iter_any():
             first = first or time.perf_counter()
@@ -121,9 +138,15 @@ async def ask(
 
 
 async def open_loop(
-    session: aiohttp.ClientSession, url: str, tenant: str, rate: float, seconds: float,
-    tally: Tally, stream: bool = False, seed: int = 1,
-) -> None:  # fmt: skip
+    session: aiohttp.ClientSession,
+    url: str,
+    tenant: str,
+    rate: float,
+    seconds: float,
+    tally: Tally,
+    stream: bool = False,
+    seed: int = 1,
+) -> None:
     rng = random.Random(seed)
     tasks, deadline, at = [], time.perf_counter() + seconds, time.perf_counter()
     while at < deadline:
@@ -134,9 +157,13 @@ async def open_loop(
 
 
 async def closed_loop(
-    session: aiohttp.ClientSession, url: str, tenant: str, clients: int, seconds: float,
+    session: aiohttp.ClientSession,
+    url: str,
+    tenant: str,
+    clients: int,
+    seconds: float,
     tally: Tally,
-) -> None:  # fmt: skip
+) -> None:
     deadline = time.perf_counter() + seconds
 
     async def client() -> None:
@@ -147,8 +174,9 @@ async def closed_loop(
 
 
 def session() -> aiohttp.ClientSession:
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
-                                 timeout=aiohttp.ClientTimeout(total=900))  # fmt: skip
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=900)
+    )
 
 
 # --- part 1: isolation ----------------------------------------------------------------------
@@ -176,8 +204,11 @@ async def retry_after_check(url: str) -> str:
     """Exhaust noisy's bucket, then retry exactly when Retry-After says."""
     async with session() as s:
         for _ in range(200):
-            async with s.post(url + "/v1/chat/completions", json=body("x"),
-                              headers={"x-overspill-tenant": "noisy"}) as response:  # fmt: skip
+            async with s.post(
+                url + "/v1/chat/completions",
+                json=body("x"),
+                headers={"x-overspill-tenant": "noisy"},
+            ) as response:
                 await response.read()
                 if response.status == 429:
                     wait = int(response.headers["Retry-After"])
@@ -185,8 +216,9 @@ async def retry_after_check(url: str) -> str:
         else:
             return "never refused"
         await asyncio.sleep(wait)
-        async with s.post(url + "/v1/chat/completions", json=body("x"),
-                          headers={"x-overspill-tenant": "noisy"}) as response:  # fmt: skip
+        async with s.post(
+            url + "/v1/chat/completions", json=body("x"), headers={"x-overspill-tenant": "noisy"}
+        ) as response:
             await response.read()
             return f"refused with Retry-After {wait} s; retried {wait} s later: {response.status}"
 
@@ -208,11 +240,29 @@ def isolation_table(runs: Sequence[tuple[str, Tally, Tally]]) -> str:
     rows = []
     for noisy, quiet, loud in runs:
         statuses = ", ".join(f"{code}: {n}" for code, n in sorted(loud.statuses.items())) or "-"
-        rows.append([noisy, len(quiet.seconds), round(1000 * quiet.pct(0.5)),
-                     round(1000 * quiet.pct(0.99)), f"{quiet.pct(0.5) / alone.pct(0.5):.2f}x",
-                     f"{quiet.pct(0.99) / alone.pct(0.99):.2f}x", statuses])  # fmt: skip
-    return table(["noisy tenant", "quiet answers", "quiet p50 ms", "quiet p99 ms", "p50 vs alone",
-                  "p99 vs alone", "noisy answers by status"], rows)  # fmt: skip
+        rows.append(
+            [
+                noisy,
+                len(quiet.seconds),
+                round(1000 * quiet.pct(0.5)),
+                round(1000 * quiet.pct(0.99)),
+                f"{quiet.pct(0.5) / alone.pct(0.5):.2f}x",
+                f"{quiet.pct(0.99) / alone.pct(0.99):.2f}x",
+                statuses,
+            ]
+        )
+    return table(
+        [
+            "noisy tenant",
+            "quiet answers",
+            "quiet p50 ms",
+            "quiet p99 ms",
+            "p50 vs alone",
+            "p99 vs alone",
+            "noisy answers by status",
+        ],
+        rows,
+    )
 
 
 # --- part 2: priorities ---------------------------------------------------------------------
@@ -230,9 +280,11 @@ async def priority_run(url: str, flood: bool, args: argparse.Namespace) -> tuple
 
 def priorities(args: argparse.Namespace) -> list[tuple[str, Tally, Tally]]:
     runs = []
-    for name, flood, flood_class in (("app alone", False, "batch"),
-                                     ("flood, same class (FIFO)", True, "interactive"),
-                                     ("flood as batch", True, "batch")):  # fmt: skip
+    for name, flood, flood_class in (
+        ("app alone", False, "batch"),
+        ("flood, same class (FIFO)", True, "interactive"),
+        ("flood as batch", True, "batch"),
+    ):
         with stack(flood_class) as proxy:
             app, nightly = asyncio.run(priority_run(proxy.url, flood, args))
         runs.append((name, app, nightly))
@@ -244,19 +296,36 @@ def priority_table(runs: Sequence[tuple[str, Tally, Tally]], args: argparse.Name
     rows = []
     for name, app, nightly in runs:
         within = sum(s <= args.slo for s in app.seconds) / max(len(app.seconds), 1)
-        rows.append([name, len(app.seconds), round(1000 * app.pct(0.5)),
-                     round(1000 * app.pct(0.99)), f"{within:.1%}",
-                     round(len(nightly.seconds) / args.seconds, 1),
-                     sum(n for code, n in nightly.statuses.items() if code != 200)])  # fmt: skip
-    return table(["run", "app answers", "app TTFT p50 ms", "app TTFT p99 ms",
-                  f"app TTFT <= {args.slo:g} s", "nightly answers/s", "nightly refused"],
-                 rows)  # fmt: skip
+        rows.append(
+            [
+                name,
+                len(app.seconds),
+                round(1000 * app.pct(0.5)),
+                round(1000 * app.pct(0.99)),
+                f"{within:.1%}",
+                round(len(nightly.seconds) / args.seconds, 1),
+                sum(n for code, n in nightly.statuses.items() if code != 200),
+            ]
+        )
+    return table(
+        [
+            "run",
+            "app answers",
+            "app TTFT p50 ms",
+            "app TTFT p99 ms",
+            f"app TTFT <= {args.slo:g} s",
+            "nightly answers/s",
+            "nightly refused",
+        ],
+        rows,
+    )
 
 
 def plot(
-    isolated: Sequence[tuple[str, Tally, Tally]], ranked: Sequence[tuple[str, Tally, Tally]],
+    isolated: Sequence[tuple[str, Tally, Tally]],
+    ranked: Sequence[tuple[str, Tally, Tally]],
     slo: float,
-) -> None:  # fmt: skip
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")

@@ -378,6 +378,20 @@ _MIXED: tuple[Pair, ...] = (
 )
 
 PAIRS: tuple[Pair, ...] = (
-    *_CODE, *_DATA, *_COOKING, *_TRAVEL, *_HEALTH, *_FINANCE, *_SCIENCE, *_SUPPORT, *_DEVICE,
-    *_CHAT, *_HISTORY_GEOGRAPHY, *_HOME, *_SPORTS, *_WRITING, *_MATHS, *_MIXED,
-)  # fmt: skip
+    *_CODE,
+    *_DATA,
+    *_COOKING,
+    *_TRAVEL,
+    *_HEALTH,
+    *_FINANCE,
+    *_SCIENCE,
+    *_SUPPORT,
+    *_DEVICE,
+    *_CHAT,
+    *_HISTORY_GEOGRAPHY,
+    *_HOME,
+    *_SPORTS,
+    *_WRITING,
+    *_MATHS,
+    *_MIXED,
+)

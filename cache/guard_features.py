@@ -208,8 +208,10 @@ def _words(raw: str, initial: bool, code: bool) -> list[_Token]:
     parts = [part for part in plain.split("-") if part]
     whole = _key("".join(parts))
     keys = [_key(part) for part in parts]
-    return [_Token("word", part, key, whole, initial and n == 0, code, 0.0, _word(key))
-            for n, (part, key) in enumerate(zip(parts, keys, strict=True))]  # fmt: skip
+    return [
+        _Token("word", part, key, whole, initial and n == 0, code, 0.0, _word(key))
+        for n, (part, key) in enumerate(zip(parts, keys, strict=True))
+    ]
 
 
 def _key(word: str) -> str:
@@ -373,9 +375,14 @@ def _names_by_case(tokens: Sequence[_Token]) -> bool:
 def _plain_word(token: _Token, previous: str) -> bool:
     """The common case, decided quickly: a lowercase word that names nothing."""
     text = token.text
-    return (text.islower() and token.info.entity is None and not token.code
-            and "_" not in text and "." not in text
-            and (len(text) > 1 or previous not in LETTER_NAMES))  # fmt: skip
+    return (
+        text.islower()
+        and token.info.entity is None
+        and not token.code
+        and "_" not in text
+        and "." not in text
+        and (len(text) > 1 or previous not in LETTER_NAMES)
+    )
 
 
 def _entity(token: _Token, previous: str) -> str | None:

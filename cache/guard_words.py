@@ -11,20 +11,56 @@ is strict: using it on one side only is a conflict too ("the capital" vs "the la
 from __future__ import annotations
 
 NUMBERS = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
-    "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20,
-    "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
-}  # fmt: skip
+    "zero": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
+}
 SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9, "dozen": 12}
 # Numbers that stand alone, never part of "twenty-one": "twice" = "two times", "x squared" = "x^2".
 ALONE = {"twice": 2, "thrice": 3, "squared": 2, "cubed": 3}
 
 ORDINALS = {
-    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
-    "eighth": 8, "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12, "twentieth": 20,
-    "thirtieth": 30, "hundredth": 100,
-}  # fmt: skip
+    "first": 1,
+    "second": 2,
+    "third": 3,
+    "fourth": 4,
+    "fifth": 5,
+    "sixth": 6,
+    "seventh": 7,
+    "eighth": 8,
+    "ninth": 9,
+    "tenth": 10,
+    "eleventh": 11,
+    "twelfth": 12,
+    "twentieth": 20,
+    "thirtieth": 30,
+    "hundredth": 100,
+}
 
 # An unstated 1: "a mile" = "1 mile" = "one mile"; "per day" = "a day".
 SOFT_ONE = "one a an single per each"
@@ -38,23 +74,67 @@ NEGATIONS = (
 # "canonical: form ..."; "~form" is a unit only right after a number ("5 m", "7 am", "10 min").
 # Plurals of the other forms are generated.
 UNITS = (
-    "km: km kilometre kilometer kms", "metre: metre meter ~m", "cm: cm centimetre centimeter",
-    "mm: mm millimetre millimeter", "mile: mile ~mi", "foot: foot feet ft", "inch: inch inches",
-    "yard: yard yd", "kg: kg kilogram kilo kgs", "gram: gram ~g ~gr", "mg: mg milligram",
-    "lb: pound lb lbs", "oz: ounce oz", "tonne: tonne ton", "litre: litre liter ~l",
-    "ml: ml millilitre milliliter", "cup: cup", "tbsp: tablespoon tbsp", "tsp: teaspoon tsp",
-    "gallon: gallon ~gal", "pint: pint", "quart: quart", "celsius: celsius centigrade ~c",
-    "fahrenheit: fahrenheit ~f", "kelvin: kelvin", "degree: degree ~deg", "mph: mph",
-    "kmh: kmh", "mps: mps", "knot: knot", "second: seconds ~second ~sec ~secs ~s",
-    "minute: minute ~min ~mins", "hour: hour ~hr ~hrs ~h", "day: day", "week: week",
-    "fortnight: fortnight", "month: month", "year: year ~yr ~yrs", "decade: decade",
-    "century: century centuries", "am: ~am ~a.m", "pm: ~pm ~p.m",
-    "percent: percent percentage pct", "usd: dollar usd bucks", "eur: euro eur",
-    "gbp: gbp quid sterling", "byte: byte ~b", "kb: kilobyte ~kb", "mb: megabyte ~mb",
-    "gb: gigabyte ~gb", "tb: terabyte ~tb", "calorie: calorie kcal ~cal", "watt: watt ~w",
-    "kwh: kwh", "volt: volt ~v", "amp: ampere ~amp", "hertz: hertz hz", "psi: psi",
-    "mmhg: mmhg", "pixel: pixel px",
-)  # fmt: skip
+    "km: km kilometre kilometer kms",
+    "metre: metre meter ~m",
+    "cm: cm centimetre centimeter",
+    "mm: mm millimetre millimeter",
+    "mile: mile ~mi",
+    "foot: foot feet ft",
+    "inch: inch inches",
+    "yard: yard yd",
+    "kg: kg kilogram kilo kgs",
+    "gram: gram ~g ~gr",
+    "mg: mg milligram",
+    "lb: pound lb lbs",
+    "oz: ounce oz",
+    "tonne: tonne ton",
+    "litre: litre liter ~l",
+    "ml: ml millilitre milliliter",
+    "cup: cup",
+    "tbsp: tablespoon tbsp",
+    "tsp: teaspoon tsp",
+    "gallon: gallon ~gal",
+    "pint: pint",
+    "quart: quart",
+    "celsius: celsius centigrade ~c",
+    "fahrenheit: fahrenheit ~f",
+    "kelvin: kelvin",
+    "degree: degree ~deg",
+    "mph: mph",
+    "kmh: kmh",
+    "mps: mps",
+    "knot: knot",
+    "second: seconds ~second ~sec ~secs ~s",
+    "minute: minute ~min ~mins",
+    "hour: hour ~hr ~hrs ~h",
+    "day: day",
+    "week: week",
+    "fortnight: fortnight",
+    "month: month",
+    "year: year ~yr ~yrs",
+    "decade: decade",
+    "century: century centuries",
+    "am: ~am ~a.m",
+    "pm: ~pm ~p.m",
+    "percent: percent percentage pct",
+    "usd: dollar usd bucks",
+    "eur: euro eur",
+    "gbp: gbp quid sterling",
+    "byte: byte ~b",
+    "kb: kilobyte ~kb",
+    "mb: megabyte ~mb",
+    "gb: gigabyte ~gb",
+    "tb: terabyte ~tb",
+    "calorie: calorie kcal ~cal",
+    "watt: watt ~w",
+    "kwh: kwh",
+    "volt: volt ~v",
+    "amp: ampere ~amp",
+    "hertz: hertz hz",
+    "psi: psi",
+    "mmhg: mmhg",
+    "pixel: pixel px",
+)
 
 # Names that users often write in lowercase ("capital of france"); capitalised words, code and
 # identifiers are names anyway. A name on one side only is a conflict: "a python list" and "a
@@ -94,11 +174,22 @@ ENTITIES = (
 )
 # Looked up after lowercasing, before anything else: one key for one name.
 ALIASES = {
-    "tv": "television", "js": "javascript", "py": "python", "postgres": "postgresql",
-    "acetaminophen": "paracetamol", "tylenol": "paracetamol", "panadol": "paracetamol",
-    "advil": "ibuprofen", "nurofen": "ibuprofen", "motrin": "ibuprofen", "influenza": "flu",
-    "aluminum": "aluminium", "sulphur": "sulfur", "mt": "mount", "sept": "september",
-}  # fmt: skip
+    "tv": "television",
+    "js": "javascript",
+    "py": "python",
+    "postgres": "postgresql",
+    "acetaminophen": "paracetamol",
+    "tylenol": "paracetamol",
+    "panadol": "paracetamol",
+    "advil": "ibuprofen",
+    "nurofen": "ibuprofen",
+    "motrin": "ibuprofen",
+    "influenza": "flu",
+    "aluminum": "aluminium",
+    "sulphur": "sulfur",
+    "mt": "mount",
+    "sept": "september",
+}
 # A single letter after these names something: "vitamin d", "type a", "plan b".
 LETTER_NAMES = frozenset(
     "vitamin type plan option grade class section part hepatitis size model".split()
@@ -115,10 +206,20 @@ SKIPPED = frozenset("a an the my your his her its our their this that these thos
 # Applied to the raw text first, so that the tokenizer sees words. Symbols: "°C" -> "celsius",
 # "17 x 23" -> "17 times 23" (x, *, /, +, ^ and minus only between numbers).
 SYMBOLS = {
-    "°c": " celsius", "°f": " fahrenheit", "°": " degrees", "%": " percent", "x": " times ",
-    "×": " times ", "*": " times ", "÷": " divided by ", "/": " divided by ", "+": " plus ",
-    "^": " power ", "-": " minus ", "−": " minus ",
-}  # fmt: skip
+    "°c": " celsius",
+    "°f": " fahrenheit",
+    "°": " degrees",
+    "%": " percent",
+    "x": " times ",
+    "×": " times ",
+    "*": " times ",
+    "÷": " divided by ",
+    "/": " divided by ",
+    "+": " plus ",
+    "^": " power ",
+    "-": " minus ",
+    "−": " minus ",
+}
 SYMBOL_PATTERN = (
     r"°\s*[cCfF]\b|°|%|(?<=\d)\s*[x×*÷/+^−]\s*(?=\d)|(?<=\d)\s+-\s+(?=\d)|\s[+^]\s|(?<=\w)\^"
 )

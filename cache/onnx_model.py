@@ -153,9 +153,14 @@ def rebuild(folder: Path, damaged: bool = False) -> None:
     # broken pipe on its next warning.
     with tempfile.TemporaryFile("w+") as output:
         try:
-            done = subprocess.run([*command, *(["--damaged"] if damaged else [])], env=env,
-                                  stdout=output, stderr=subprocess.STDOUT, check=False,
-                                  timeout=_EXPORT_TIMEOUT_S)  # fmt: skip
+            done = subprocess.run(
+                [*command, *(["--damaged"] if damaged else [])],
+                env=env,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                check=False,
+                timeout=_EXPORT_TIMEOUT_S,
+            )
         except subprocess.TimeoutExpired as exc:
             raise EmbedderError(f"ONNX export took over {_EXPORT_TIMEOUT_S} s; gave up") from exc
         output.seek(0)
@@ -164,8 +169,11 @@ def rebuild(folder: Path, damaged: bool = False) -> None:
         tail = "\n".join(lines[-5:])
         raise EmbedderError(f"ONNX export failed (exit {done.returncode}):\n{tail}")
     if lines and lines[-1] == _EXPORTED:
-        log.warning("embedder: exported all-MiniLM-L6-v2 to ONNX (fp32 and int8) in %s, %.1f s",
-                    folder, time.monotonic() - started)  # fmt: skip
+        log.warning(
+            "embedder: exported all-MiniLM-L6-v2 to ONNX (fp32 and int8) in %s, %.1f s",
+            folder,
+            time.monotonic() - started,
+        )
 
 
 _EXPORTED = "exported"
@@ -262,9 +270,16 @@ def _export_fp32(torch: Any, target: Path) -> Vectors:
     wrapper = LastHidden().eval()
     with torch.no_grad():
         hidden = wrapper(ids, mask, types).numpy()
-        torch.onnx.export(wrapper, (ids, mask, types), str(target), dynamo=False,
-                          input_names=names[:3], output_names=names[3:], opset_version=_OPSET,
-                          dynamic_axes={n: {0: "batch", 1: "tokens"} for n in names})  # fmt: skip
+        torch.onnx.export(
+            wrapper,
+            (ids, mask, types),
+            str(target),
+            dynamo=False,
+            input_names=names[:3],
+            output_names=names[3:],
+            opset_version=_OPSET,
+            dynamic_axes={n: {0: "batch", 1: "tokens"} for n in names},
+        )
     return normalised(mean_pooled(hidden, mask.numpy()))
 
 
@@ -272,16 +287,24 @@ def _features(texts: Sequence[str]) -> tuple[npt.NDArray[np.int64], ...]:
     tokenizer = load_tokenizer(source_model() / TOKENIZER_FILE)
     tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # the trace must see a real mask
     encodings = tokenizer.encode_batch(list(texts))
-    return tuple(np.array([getattr(e, field) for e in encodings], dtype=np.int64)
-                 for field in ("ids", "attention_mask", "type_ids"))  # fmt: skip
+    return tuple(
+        np.array([getattr(e, field) for e in encodings], dtype=np.int64)
+        for field in ("ids", "attention_mask", "type_ids")
+    )
 
 
 def _quantise(source: Path, target: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic  # type: ignore[import-untyped]
 
-    quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True,
-                     reduce_range=True, op_types_to_quantize=["MatMul"],
-                     extra_options={"MatMulConstBOnly": True})  # fmt: skip
+    quantize_dynamic(
+        str(source),
+        str(target),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        reduce_range=True,
+        op_types_to_quantize=["MatMul"],
+        extra_options={"MatMulConstBOnly": True},
+    )
 
 
 def _check(encoder: Encoder, expected: Vectors, floor: float) -> None:
@@ -294,8 +317,9 @@ def measure_shift(fast: Encoder, reference: Encoder, pairs: Sequence[tuple[str, 
     """How far `fast` moves the cosine of each pair from `reference`'s."""
     moved = np.abs(pair_cosines(fast, pairs) - pair_cosines(reference, pairs))
     # rounded up: the margin sized from it must never come out below what was seen
-    return Shift(max=_ceil(float(moved.max())), p99=_ceil(float(np.percentile(moved, 99))),
-                 pairs=len(pairs))  # fmt: skip
+    return Shift(
+        max=_ceil(float(moved.max())), p99=_ceil(float(np.percentile(moved, 99))), pairs=len(pairs)
+    )
 
 
 def pair_cosines(encoder: Encoder, pairs: Sequence[tuple[str, str]]) -> Vectors:

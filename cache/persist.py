@@ -62,8 +62,9 @@ def load(path: Path) -> list[Entry]:
         return []
     except (OSError, ValueError, KeyError, TypeError) as error:
         aside = path.with_name(path.name + ".corrupt")
-        log.warning("cache file %s unreadable (%s): moved to %s, starting empty",
-                    path, error, aside)  # fmt: skip
+        log.warning(
+            "cache file %s unreadable (%s): moved to %s, starting empty", path, error, aside
+        )
         with contextlib.suppress(OSError):
             os.replace(path, aside)
         return []
@@ -72,14 +73,25 @@ def load(path: Path) -> list[Entry]:
 def _record(entry: Entry) -> dict[str, object]:
     vector = None if entry.vector is None else base64.b64encode(entry.vector.tobytes()).decode()
     keys = entry.keys
-    return {"scope": keys.scope, "exact": keys.exact, "context": keys.context,
-            "query": keys.query, "answer": entry.answer.decode(), "created": entry.created,
-            "expires": entry.expires, "vector": vector}  # fmt: skip
+    return {
+        "scope": keys.scope,
+        "exact": keys.exact,
+        "context": keys.context,
+        "query": keys.query,
+        "answer": entry.answer.decode(),
+        "created": entry.created,
+        "expires": entry.expires,
+        "vector": vector,
+    }
 
 
 def _entry(record: dict[str, object]) -> Entry:
-    keys = CacheKeys(str(record["scope"]), str(record["exact"]),
-                     _optional(record["context"]), _optional(record["query"]))  # fmt: skip
+    keys = CacheKeys(
+        str(record["scope"]),
+        str(record["exact"]),
+        _optional(record["context"]),
+        _optional(record["query"]),
+    )
     raw = record["vector"]
     vector = None if raw is None else np.frombuffer(base64.b64decode(str(raw)), dtype=np.float32)
     created, expires = record["created"], record["expires"]

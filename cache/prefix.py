@@ -45,8 +45,9 @@ def block_hashes(text: str, block_chars: int, seed: bytes = b"") -> list[bytes]:
     started from `seed`: chains with different seeds never meet."""
     hashes, parent = [], hashlib.blake2b(seed, digest_size=12).digest() if seed else b""
     for start in range(0, len(text) - block_chars + 1, block_chars):
-        parent = hashlib.blake2b(parent + text[start : start + block_chars].encode(),
-                                 digest_size=12).digest()  # fmt: skip
+        parent = hashlib.blake2b(
+            parent + text[start : start + block_chars].encode(), digest_size=12
+        ).digest()
         hashes.append(parent)
     return hashes
 

@@ -283,8 +283,9 @@ class AnswerCache:
         its question is embedded (when the lookup did not do it already)."""
         now = self.clock()
         semantic = rule.semantic and keys.context is not None and keys.query is not None
-        entry = Entry(next(self._ids), keys, answer, now, now + rule.ttl_s,
-                      vector if semantic else None)  # fmt: skip
+        entry = Entry(
+            next(self._ids), keys, answer, now, now + rule.ttl_s, vector if semantic else None
+        )
         if not self._store(entry):
             return
         # the scope's own bound first: what it evicts may bring the whole cache within its own
@@ -345,8 +346,16 @@ class AnswerCache:
 
     def restore(self, entries: list[Entry]) -> None:
         for entry in entries:
-            self.add(Entry(next(self._ids), entry.keys, entry.answer, entry.created,
-                           entry.expires, entry.vector))  # fmt: skip
+            self.add(
+                Entry(
+                    next(self._ids),
+                    entry.keys,
+                    entry.answer,
+                    entry.created,
+                    entry.expires,
+                    entry.vector,
+                )
+            )
 
     def sweep(self) -> int:
         """Drop the expired entries (lookups drop those they meet; this finds the others)."""

@@ -87,26 +87,39 @@ def admit(
 ) -> TenantLoad | Refusal:
     """The tenant's load with this request admitted, or why it may not start now."""
     if limits.max_concurrent is not None and load.in_flight >= limits.max_concurrent:
-        return Refusal("max_concurrent", CONCURRENCY_RETRY_S,
-                       f"tenant {tenant!r} already has {load.in_flight} requests in flight, its "
-                       f"limit (max_concurrent = {limits.max_concurrent})")  # fmt: skip
+        return Refusal(
+            "max_concurrent",
+            CONCURRENCY_RETRY_S,
+            f"tenant {tenant!r} already has {load.in_flight} requests in flight, its "
+            f"limit (max_concurrent = {limits.max_concurrent})",
+        )
     waits: list[tuple[str, float, str]] = []
     rate = request_rate(limits)
     requests = _current(load.requests, rate, now)
     if requests is not None and rate is not None:
-        waits.append(("requests_per_minute", requests.wait_for(1, rate),
-                      f"{rate.per_minute} requests per minute"))  # fmt: skip
+        waits.append(
+            (
+                "requests_per_minute",
+                requests.wait_for(1, rate),
+                f"{rate.per_minute} requests per minute",
+            )
+        )
     rate = token_rate(limits)
     budget = _current(load.tokens, rate, now)
     charge = float(charged(limits, tokens))
     if budget is not None and rate is not None:
-        waits.append(("tokens_per_minute", budget.wait_for(charge, rate),
-                      f"{rate.per_minute} tokens per minute (this request: about "
-                      f"{tokens})"))  # fmt: skip
+        waits.append(
+            (
+                "tokens_per_minute",
+                budget.wait_for(charge, rate),
+                f"{rate.per_minute} tokens per minute (this request: about {tokens})",
+            )
+        )
     limit, wait, what = max(waits, key=lambda w: w[1], default=("", 0.0, ""))
     if wait > 0:
-        return Refusal(limit, wait, f"tenant {tenant!r} is over its limit of {what}; "
-                                    f"retry in {wait:.1f} s")  # fmt: skip
+        return Refusal(
+            limit, wait, f"tenant {tenant!r} is over its limit of {what}; retry in {wait:.1f} s"
+        )
     return TenantLoad(_spent(requests, 1.0), _spent(budget, charge), load.in_flight + 1)
 
 

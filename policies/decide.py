@@ -137,8 +137,13 @@ def _split_locals(
             reasons.append(f"breaker open: {name} ({blocked[name]})")
         else:
             limit = policy.backend(name).max_concurrency
-            verdict = saturation(backend, route.overflow.scaled(facts.share), limit, facts.tokens,
-                                 name in saturated_before)  # fmt: skip
+            verdict = saturation(
+                backend,
+                route.overflow.scaled(facts.share),
+                limit,
+                facts.tokens,
+                name in saturated_before,
+            )
             if verdict.saturated:
                 reasons.append(f"saturated: {verdict.reason}")
                 saturated.append(backend)
@@ -211,16 +216,22 @@ def _order(
         held = facts.prefix.get(holder.name, 0)
         if held >= balancing.min_prefix_tokens and holder is not ranked[0]:
             least = ranked[0].outstanding
-            if (holder.outstanding - least > balancing.balance_abs
-                    and holder.outstanding > balancing.balance_rel * least):  # fmt: skip
-                why = (f"prefix on {holder.name} ({held} tokens) but it is much busier "
-                       f"({holder.outstanding} vs {least} outstanding): ")  # fmt: skip
+            if (
+                holder.outstanding - least > balancing.balance_abs
+                and holder.outstanding > balancing.balance_rel * least
+            ):
+                why = (
+                    f"prefix on {holder.name} ({held} tokens) but it is much busier "
+                    f"({holder.outstanding} vs {least} outstanding): "
+                )
                 return ranked, why + _why_first(ranked, facts.model)
             ranked.remove(holder)
             ranked.insert(0, holder)
         if held >= balancing.min_prefix_tokens:
-            return ranked, (f"prefix: {holder.name} holds {held} prompt tokens "
-                            f"({holder.outstanding} outstanding)")  # fmt: skip
+            return ranked, (
+                f"prefix: {holder.name} holds {held} prompt tokens "
+                f"({holder.outstanding} outstanding)"
+            )
     return ranked, _why_first(ranked, facts.model)
 
 

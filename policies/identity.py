@@ -53,9 +53,10 @@ def identify(policy: Policy, ring: KeyRing, authorization: str | None, named: st
         return Identity(owner, by_key=True)
     if policy.auth.require_keys:
         raise Unidentified(
-            "Incorrect API key provided." if token else
-            "Missing API key: send it as `Authorization: Bearer <key>`."
-        )  # fmt: skip
+            "Incorrect API key provided."
+            if token
+            else "Missing API key: send it as `Authorization: Bearer <key>`."
+        )
     tenant = policy.tenant(named)
     if tenant is not None and tenant.api_keys:
         raise Unidentified(f"tenant {named!r} requires one of its API keys")

@@ -165,8 +165,9 @@ class _PolicyReader(Reader):
         """A route's cache rule: the [cache] defaults, with the keys the route sets replaced."""
         if raw is None:
             return None
-        specs = {key: replace(spec, default=getattr(defaults, key))
-                 for key, spec in CACHE_RULE.items()}  # fmt: skip
+        specs = {
+            key: replace(spec, default=getattr(defaults, key)) for key, spec in CACHE_RULE.items()
+        }
         return CacheRule(**self.fields(raw, path, specs))
 
     def routes(
@@ -194,8 +195,10 @@ class _PolicyReader(Reader):
         values = self.table(document, "privacy", PRIVACY)
         levels = DEFAULT_LEVELS
         if values["levels"] is not None:
-            levels = tuple(self.level(entry, f"privacy.levels[{i}]", clouds)
-                           for i, entry in enumerate(values["levels"]))  # fmt: skip
+            levels = tuple(
+                self.level(entry, f"privacy.levels[{i}]", clouds)
+                for i, entry in enumerate(values["levels"])
+            )
         names = {level.name for level in levels if level.name}
         self.unique(
             [(f"privacy.levels[{i}].name", lv.name or None) for i, lv in enumerate(levels)], "level"
@@ -273,10 +276,14 @@ class _PolicyReader(Reader):
             if not raw or not all(isinstance(entry, dict) for entry in raw):
                 self.problem("priorities.classes", "must be a non-empty array of tables")
             else:
-                classes = tuple(Priority(**self.fields(entry, f"priorities.classes[{i}]", PRIORITY))
-                                for i, entry in enumerate(raw))  # fmt: skip
-                self.unique([(f"priorities.classes[{i}].name", p.name)
-                             for i, p in enumerate(classes)], "priority class")  # fmt: skip
+                classes = tuple(
+                    Priority(**self.fields(entry, f"priorities.classes[{i}]", PRIORITY))
+                    for i, entry in enumerate(raw)
+                )
+                self.unique(
+                    [(f"priorities.classes[{i}].name", p.name) for i, p in enumerate(classes)],
+                    "priority class",
+                )
         default = values["default"] or classes[0].name
         if default not in {p.name for p in classes}:
             known = ", ".join(p.name for p in classes)

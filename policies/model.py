@@ -95,9 +95,13 @@ class Overflow:
             return None if limit is None else limit * share
 
         waiting = None if self.max_waiting is None else int(self.max_waiting * share)
-        return replace(self, max_waiting=waiting, max_inflight_ratio=part(self.max_inflight_ratio),
-                       max_kv_cache_usage=part(self.max_kv_cache_usage),
-                       ttft_slo_s=part(self.ttft_slo_s))  # fmt: skip
+        return replace(
+            self,
+            max_waiting=waiting,
+            max_inflight_ratio=part(self.max_inflight_ratio),
+            max_kv_cache_usage=part(self.max_kv_cache_usage),
+            ttft_slo_s=part(self.ttft_slo_s),
+        )
 
 
 # The semantic similarity a hit needs by default, chosen on the labelled pairs in
@@ -259,8 +263,10 @@ class Limits:
 
     @property
     def limiting(self) -> bool:
-        return any(v is not None for v in (self.requests_per_minute, self.tokens_per_minute,
-                                            self.max_concurrent))  # fmt: skip
+        return any(
+            v is not None
+            for v in (self.requests_per_minute, self.tokens_per_minute, self.max_concurrent)
+        )
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,11 @@ def priority_of(
     gateway): each is a claim, and the least urgent one wins."""
     known = [p.name for p in priorities.classes]
     asked: Chosen | None = None
-    claims = [("header X-Overspill-Priority", item.strip())
-              for item in (header or "").split(",") if item.strip()]  # fmt: skip
+    claims = [
+        ("header X-Overspill-Priority", item.strip())
+        for item in (header or "").split(",")
+        if item.strip()
+    ]
     meta = _meta(body)
     if meta is not None:
         claims.append(("metadata.priority", meta))

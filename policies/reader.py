@@ -34,10 +34,11 @@ class PolicyError(Exception):
 
     def report(self) -> str:
         return "\n".join(
-            f"{self.source}:{p.line or '?'}: {p.key}: {p.message}" if p.key else
-            f"{self.source}:{p.line or '?'}: {p.message}"
+            f"{self.source}:{p.line or '?'}: {p.key}: {p.message}"
+            if p.key
+            else f"{self.source}:{p.line or '?'}: {p.message}"
             for p in self.problems
-        )  # fmt: skip
+        )
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,9 @@ def saturation(
     in_flight = (backend.in_flight + 1) / max_concurrency if max_concurrency else None
     ratio = overflow.max_inflight_ratio
     if in_flight is not None and ratio is not None and in_flight > ratio:
-        return Verdict(True, f"{backend.name} in-flight/max_concurrency {_fmt(in_flight)} "
-                             f"> {_fmt(ratio)}")  # fmt: skip
+        return Verdict(
+            True, f"{backend.name} in-flight/max_concurrency {_fmt(in_flight)} > {_fmt(ratio)}"
+        )
     scale = 1 - overflow.hysteresis if was_saturated else 1.0
     checks: list[tuple[float | None, float | None, str]] = [
         (backend.waiting, overflow.max_waiting, "waiting"),

@@ -74,9 +74,13 @@ SERVER = {
 }
 TIMEOUTS = {
     name: Spec(NUMBER, SECONDS, default, _positive)
-    for name, default in (("connect_s", 2.0), ("first_byte_s", 60.0), ("idle_s", 60.0),
-                          ("total_s", 600.0))
-}  # fmt: skip
+    for name, default in (
+        ("connect_s", 2.0),
+        ("first_byte_s", 60.0),
+        ("idle_s", 60.0),
+        ("total_s", 600.0),
+    )
+}
 BACKEND = {
     "name": Spec(str, "a string", check=_name),
     "kind": Spec(str, "a string", check=_kind),
@@ -198,7 +202,20 @@ BALANCING = {
     "index_blocks": Spec(int, "an integer", 200_000, _positive),
     "warm_wait_s": Spec(NUMBER, SECONDS, 0.0, _non_negative),
 }
-TOP_LEVEL = ("server", "timeouts", "backends", "clouds", "routes", "privacy", "tenants", "auth",
-             "priorities", "breaker", "retry", "cache", "balancing")  # fmt: skip
+TOP_LEVEL = (
+    "server",
+    "timeouts",
+    "backends",
+    "clouds",
+    "routes",
+    "privacy",
+    "tenants",
+    "auth",
+    "priorities",
+    "breaker",
+    "retry",
+    "cache",
+    "balancing",
+)
 DEFAULT_LEVELS: tuple[PrivacyLevel, ...] = (PrivacyLevel("public"),)
 LIMIT_KEYS = tuple(f.name for f in fields(Limits))

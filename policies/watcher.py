@@ -49,8 +49,11 @@ class PolicyWatcher:
             policy = load_policy(self.path)
         except PolicyError as error:
             result = ReloadResult(False, trigger, time.time(), tuple(error.report().splitlines()))
-            log.error("policy reload (%s) rejected, keeping the last good policy:\n%s",
-                      trigger, error.report())  # fmt: skip
+            log.error(
+                "policy reload (%s) rejected, keeping the last good policy:\n%s",
+                trigger,
+                error.report(),
+            )
             self.counts["rejected"] += 1
         else:
             self.apply(policy)

@@ -24,7 +24,7 @@ from policies.load import BackendLoad, LoadSnapshot
 from policies.model import Backend
 from proxy.errors import UpstreamError
 from proxy.promtext import sample_values
-from proxy.upstream import Upstream
+from proxy.upstream import EngineClient
 
 log = logging.getLogger("overspill.backends")
 
@@ -106,7 +106,9 @@ class BackendMonitor:
 
 
 class Backends:
-    def __init__(self, configs: tuple[Backend, ...], upstream: Upstream, interval: float) -> None:
+    def __init__(
+        self, configs: tuple[Backend, ...], upstream: EngineClient, interval: float
+    ) -> None:
         self.monitors = {config.name: BackendMonitor(config) for config in configs}
         self.upstream = upstream
         self.interval = interval

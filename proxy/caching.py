@@ -112,10 +112,16 @@ class OnDemandEmbedder:
         shift = measured_shift(self.kind, self.home)
         if shift is not None:
             self._margin = referee_margin(shift.max)
-            log.info("embedder: %s moved a similarity by up to %.4f (p99 %.4f) from its referee's "
-                     "on %d calibration pairs: the referee settles those within ±%.3f of the "
-                     "threshold", self.kind, shift.max, shift.p99, shift.pairs,
-                     self._margin)  # fmt: skip
+            log.info(
+                "embedder: %s moved a similarity by up to %.4f (p99 %.4f) from its referee's "
+                "on %d calibration pairs: the referee settles those within ±%.3f of the "
+                "threshold",
+                self.kind,
+                shift.max,
+                shift.p99,
+                shift.pairs,
+                self._margin,
+            )
         return encoder
 
     async def embed(self, text: str) -> Vector:
@@ -159,14 +165,16 @@ class Answers:
     ) -> Caching:
         rule = policy.cache_rule(request.model)
         level_cache = policy.privacy.level(level).cache
-        plan = cache_plan(request.endpoint, request.body, rule, level_cache, bool(tenant),
-                          cache_control)  # fmt: skip
+        plan = cache_plan(
+            request.endpoint, request.body, rule, level_cache, bool(tenant), cache_control
+        )
         if not policy.cache.enabled:
             plan = CachePlan(False, False, False, plan.coalesce, "cache disabled")
         if not (plan.lookup or plan.store or plan.coalesce):
             return Caching(plan, NO_KEYS, rule, "")  # the common bypass costs no hashing
-        keys = cache_keys(request.endpoint, request.body, tenant, request.model,
-                          version(policy, request.model))  # fmt: skip
+        keys = cache_keys(
+            request.endpoint, request.body, tenant, request.model, version(policy, request.model)
+        )
         delivery = orjson.dumps([request.stream, request.body.get("stream_options")])
         flight = f"{keys.exact}:{level}:{delivery.decode()}"
         return Caching(plan, keys, rule, flight)

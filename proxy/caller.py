@@ -72,16 +72,24 @@ def request_facts(
     no_cloud = budget_closed
     if not priority.overflow:
         no_cloud = no_cloud or f"priority {priority.name}: never overflows to the cloud"
-    return RequestFacts(request.model, level, request.token_estimate, held or {}, turn, no_cloud,
-                        priority.local_share)  # fmt: skip
+    return RequestFacts(
+        request.model,
+        level,
+        request.token_estimate,
+        held or {},
+        turn,
+        no_cloud,
+        priority.local_share,
+    )
 
 
 def privacy_of(
     policy: Policy, request: ProxyRequest, headers: dict[str, str], tenant: Tenant | None
 ) -> Classification:
     try:
-        return classify(policy.privacy, header=headers.get(HEADER), body=request.body,
-                        tenant=tenant)  # fmt: skip
+        return classify(
+            policy.privacy, header=headers.get(HEADER), body=request.body, tenant=tenant
+        )
     except UnknownLevel as error:
         param = "metadata.privacy" if error.source == "metadata.privacy" else None
         raise BadRequest(str(error), param=param, code="unknown_privacy_level") from error

@@ -31,6 +31,9 @@ def client_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
             headers[name] = f"{headers[name]}, {value}"
     tenant = headers.get("x-overspill-tenant", "")
     if len(tenant) > MAX_TENANT_CHARS or not tenant.isprintable():
-        raise BadRequest(f"header x-overspill-tenant must be printable and at most "
-                         f"{MAX_TENANT_CHARS} characters", code="invalid_tenant")  # fmt: skip
+        raise BadRequest(
+            f"header x-overspill-tenant must be printable and at most "
+            f"{MAX_TENANT_CHARS} characters",
+            code="invalid_tenant",
+        )
     return headers

@@ -156,8 +156,9 @@ class Cloud:
         try:
             return self.litellm
         except ImportError as exc:
-            raise UpstreamUnavailable(f"{target}: the cloud extra is not installed "
-                                      "(pip install 'overspill[cloud]')") from exc  # fmt: skip
+            raise UpstreamUnavailable(
+                f"{target}: the cloud extra is not installed (pip install 'overspill[cloud]')"
+            ) from exc
 
     async def open(
         self,
@@ -191,13 +192,25 @@ class Cloud:
             price = functools.partial(self._price, target)
             stream_bill = StreamBill(price, bill, request.prompt_estimate)
             shown = _asks_usage(request.body)
-            return CloudAnswer(target.name, True, source=result, bill=stream_bill,
-                               show_usage=shown, dropped=sent.dropped)  # fmt: skip
+            return CloudAnswer(
+                target.name,
+                True,
+                source=result,
+                bill=stream_bill,
+                show_usage=shown,
+                dropped=sent.dropped,
+            )
         payload = result.model_dump(exclude_none=True)
         cost = self._cost(result)
         bill(cost)
-        return CloudAnswer(target.name, False, orjson.dumps(payload), cost=cost,
-                           usage=payload.get("usage") or {}, dropped=sent.dropped)  # fmt: skip
+        return CloudAnswer(
+            target.name,
+            False,
+            orjson.dumps(payload),
+            cost=cost,
+            usage=payload.get("usage") or {},
+            dropped=sent.dropped,
+        )
 
     @staticmethod
     def _operator_params(
@@ -206,11 +219,15 @@ class Cloud:
         """Everything about the call that is the operator's: set last, so nothing a body
         carried can stand in for it."""
         params: dict[str, Any] = {
-            "model": target.model, "stream": request.stream, "num_retries": 0, "max_retries": 0,
-            "drop_params": True, "extra_headers": {"X-Request-ID": request_id},
+            "model": target.model,
+            "stream": request.stream,
+            "num_retries": 0,
+            "max_retries": 0,
+            "drop_params": True,
+            "extra_headers": {"X-Request-ID": request_id},
             "api_base": target.api_base or None,
             "api_key": os.environ.get(target.api_key_env, "") if target.api_key_env else None,
-        }  # fmt: skip
+        }
         if request.stream:  # always priced: the usage chunk is asked for, and hidden if unasked;
             # nothing else a client put in stream_options travels
             params["stream_options"] = {"include_usage": True}
@@ -286,9 +303,11 @@ def _mapped(target: str, exc: Exception) -> APIError:
     if not any(_from_the_wire(e) for e in chain):
         cause = chain[-1]
         first_line = (str(cause).splitlines() or [""])[0][:200]
-        return BadRequest(f"cloud target {target!r} cannot take this request: "
-                          f"{type(cause).__name__}: {first_line}",
-                          code="cloud_rejected_request")  # fmt: skip
+        return BadRequest(
+            f"cloud target {target!r} cannot take this request: "
+            f"{type(cause).__name__}: {first_line}",
+            code="cloud_rejected_request",
+        )
     name = type(exc).__name__
     status = getattr(exc, "status_code", None)
     if "Timeout" in name:

@@ -23,13 +23,43 @@ from proxy.errors import BadRequest
 
 Unlisted = Literal["drop", "refuse"]
 
-_SAMPLING = frozenset({"frequency_penalty", "presence_penalty", "logit_bias", "logprobs", "n",
-                       "seed", "stop", "stream_options", "temperature", "top_p", "user",
-                       "max_tokens"})  # fmt: skip
-_CHAT = frozenset({"messages", "audio", "function_call", "functions", "max_completion_tokens",
-                   "modalities", "parallel_tool_calls", "prediction", "prompt_cache_key",
-                   "reasoning_effort", "response_format", "safety_identifier", "tool_choice",
-                   "tools", "top_logprobs", "verbosity", "web_search_options"})  # fmt: skip
+_SAMPLING = frozenset(
+    {
+        "frequency_penalty",
+        "presence_penalty",
+        "logit_bias",
+        "logprobs",
+        "n",
+        "seed",
+        "stop",
+        "stream_options",
+        "temperature",
+        "top_p",
+        "user",
+        "max_tokens",
+    }
+)
+_CHAT = frozenset(
+    {
+        "messages",
+        "audio",
+        "function_call",
+        "functions",
+        "max_completion_tokens",
+        "modalities",
+        "parallel_tool_calls",
+        "prediction",
+        "prompt_cache_key",
+        "reasoning_effort",
+        "response_format",
+        "safety_identifier",
+        "tool_choice",
+        "tools",
+        "top_logprobs",
+        "verbosity",
+        "web_search_options",
+    }
+)
 ALLOWED: Mapping[str, frozenset[str]] = {
     "chat": _SAMPLING | _CHAT,
     "completions": _SAMPLING | {"prompt", "best_of", "echo", "suffix"},

@@ -39,8 +39,15 @@ class DemoEngine:
         args = ["sim", "--port", "0", "--personality", self.kind]
         for engine_model in dict.fromkeys(self.models.values()):
             args += ["--model", engine_model]
-        return [*args, "--max-seqs", str(self.slots), "--decode-base-ms", _STEP_MS,
-                "--output-tokens", _ANSWER_TOKENS]  # fmt: skip
+        return [
+            *args,
+            "--max-seqs",
+            str(self.slots),
+            "--decode-base-ms",
+            _STEP_MS,
+            "--output-tokens",
+            _ANSWER_TOKENS,
+        ]
 
 
 ENGINES = (
@@ -71,8 +78,19 @@ TENANTS = (
 def demo_config(host: str, port: int, urls: Mapping[str, str]) -> str:
     """The demo's configuration; `urls` has each engine's and the cloud's simulator URL."""
     backends = [_backend(engine, urls[engine.name]) for engine in ENGINES]
-    return "\n".join([_HEADER, _server(host, port), _BACKENDS, *backends, _cloud(urls[CLOUD]),
-                      _ROUTE, _PRIVACY, _tenants(), _CACHE])  # fmt: skip
+    return "\n".join(
+        [
+            _HEADER,
+            _server(host, port),
+            _BACKENDS,
+            *backends,
+            _cloud(urls[CLOUD]),
+            _ROUTE,
+            _PRIVACY,
+            _tenants(),
+            _CACHE,
+        ]
+    )
 
 
 _HEADER = """\
@@ -184,11 +202,15 @@ def _tenants() -> str:
         if tenant.key is not None:
             lines.append(f'api_keys = ["sha256:{digest(tenant.key)}"]   # the key "{tenant.key}"')
         if tenant.requests_per_minute is not None:
-            lines.append(f"requests_per_minute = {tenant.requests_per_minute}   # beyond: 429 "
-                         "with Retry-After (bursts of 10 s worth)")  # fmt: skip
+            lines.append(
+                f"requests_per_minute = {tenant.requests_per_minute}   # beyond: 429 "
+                "with Retry-After (bursts of 10 s worth)"
+            )
         else:
-            lines += ["cloud_budget_usd = 1.0   # then no more cloud until the day ends (UTC)",
-                      'budget_period = "day"']  # fmt: skip
+            lines += [
+                "cloud_budget_usd = 1.0   # then no more cloud until the day ends (UTC)",
+                'budget_period = "day"',
+            ]
         lines.append("")
     return "\n".join(lines)
 

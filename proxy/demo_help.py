@@ -26,8 +26,10 @@ def demo_help(url: str, policy: Policy, config_path: Path, overspill: str) -> st
     names = ", ".join(backend.name for backend in policy.backends)
     slots = sum(backend.max_concurrency or 0 for backend in policy.backends)
     cloud = (policy.cloud(CLOUD).api_base or "").removesuffix("/v1")
-    body = (f'{{"model": "{PUBLIC_MODEL}", "max_tokens": 32, '
-            '"messages": [{"role": "user", "content": "What is an overspill?"}]}')  # fmt: skip
+    body = (
+        f'{{"model": "{PUBLIC_MODEL}", "max_tokens": 32, '
+        '"messages": [{"role": "user", "content": "What is an overspill?"}]}'
+    )
     key = next(t.key for t in TENANTS if t.key)
     return f"""
   The demo: {PUBLIC_MODEL} on {len(policy.backends)} small local engines (simulators: {names};

@@ -63,8 +63,10 @@ async def _main(url: str, rps: float, seconds: float, rng: random.Random) -> int
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
         if not await _reachable(session, url):
             return 1
-        print(f"overspill demo traffic: {rps:g} requests/s for {seconds:g} s at {url} "
-              "(Ctrl-C stops)", flush=True)  # fmt: skip
+        print(
+            f"overspill demo traffic: {rps:g} requests/s for {seconds:g} s at {url} (Ctrl-C stops)",
+            flush=True,
+        )
         tally = Tally()
         interrupted = await _drive(session, url, rps, seconds, rng, tally, stop)
     print(("\ninterrupted: " if interrupted else "\n") + "where the requests went")
@@ -155,8 +157,9 @@ async def _send(
     first_byte_s = None
     tail = b""  # the end of what came so far: an error event may span two chunks
     try:
-        async with session.post(url + "/v1/chat/completions", json=planned.body,
-                                headers=planned.headers) as response:  # fmt: skip
+        async with session.post(
+            url + "/v1/chat/completions", json=planned.body, headers=planned.headers
+        ) as response:
             async for chunk in response.content.iter_any():
                 if first_byte_s is None:
                     first_byte_s = time.monotonic() - started

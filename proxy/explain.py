@@ -103,8 +103,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"overspill explain: {error}", file=sys.stderr)
         return 2
     except urllib.error.HTTPError as error:  # the proxy's own OpenAI-shaped error
-        print(f"overspill explain: {args.proxy} answered {error.code}: {_message(error)}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"overspill explain: {args.proxy} answered {error.code}: {_message(error)}",
+            file=sys.stderr,
+        )
         if error.code == 401:
             print("  (pass the admin key: --header 'Authorization: Bearer <key>')", file=sys.stderr)
         return 2

@@ -45,8 +45,10 @@ def refusal(policy: Policy, extras: Extras) -> str | None:
     """Why this install cannot run this policy at all, if it cannot."""
     if policy.clouds and not extras.cloud:
         names = ", ".join(cloud.name for cloud in policy.clouds)
-        return (f"cloud targets ({names}) need the cloud extra, which is not installed: "
-                "pip install 'overspill[cloud]' (scripts/setup installs every extra)")  # fmt: skip
+        return (
+            f"cloud targets ({names}) need the cloud extra, which is not installed: "
+            "pip install 'overspill[cloud]' (scripts/setup installs every extra)"
+        )
     return None
 
 

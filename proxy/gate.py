@@ -41,8 +41,9 @@ class Gate:
 
     def identify(self, policy: Policy, ring: KeyRing, headers: dict[str, str]) -> Identity:
         try:
-            return identify(policy, ring, headers.get("authorization"),
-                            headers.get(TENANT_HEADER, ""))  # fmt: skip
+            return identify(
+                policy, ring, headers.get("authorization"), headers.get(TENANT_HEADER, "")
+            )
         except Unidentified as error:
             self.refused["api_key"] += 1
             raise Unauthorized(str(error)) from error
@@ -54,8 +55,11 @@ class Gate:
         if tenant is not None and tenant.models is not None and model not in tenant.models:
             self.refused["models"] += 1
             allowed = ", ".join(tenant.models) or "none"
-            raise Forbidden(f"tenant {tenant.name!r} may not use model {model!r} (allowed: "
-                            f"{allowed})", param="model", code="model_not_allowed")  # fmt: skip
+            raise Forbidden(
+                f"tenant {tenant.name!r} may not use model {model!r} (allowed: {allowed})",
+                param="model",
+                code="model_not_allowed",
+            )
 
     @contextmanager
     def admitted(self, tenant: Tenant | None, tokens: int) -> Iterator[Ticket]:
@@ -68,8 +72,9 @@ class Gate:
         verdict = admit(self._loads.get(name, TenantLoad()), limits, name, tokens, self.clock())
         if isinstance(verdict, Refusal):
             self.refused[verdict.limit] += 1
-            raise RateLimited(verdict.message, retry_after=verdict.retry_after_s,
-                              limit=verdict.limit)  # fmt: skip
+            raise RateLimited(
+                verdict.message, retry_after=verdict.retry_after_s, limit=verdict.limit
+            )
         self._loads[name] = verdict
         ticket = Ticket(charged(limits, tokens))
         try:
@@ -103,5 +108,6 @@ class Gate:
         if tenant is None or tenant.cloud_budget_usd is None:
             return ""
         spend = self._spend.get(tenant.name)
-        return exhausted(spend, tenant.cloud_budget_usd, tenant.budget_period, tenant.name,
-                         self.wall())  # fmt: skip
+        return exhausted(
+            spend, tenant.cloud_budget_usd, tenant.budget_period, tenant.name, self.wall()
+        )

@@ -56,8 +56,9 @@ class PipelineResponse:
         async with DisconnectWatch(receive) as watch:
             reply = Reply(send, watch, scope["state"])
             try:
-                await self.pipeline.run(self.request, reply, self.request_id, self.headers,
-                                        self.identity)  # fmt: skip
+                await self.pipeline.run(
+                    self.request, reply, self.request_id, self.headers, self.identity
+                )
             except APIError as error:
                 await reply.fail(error)
             except Exception as exc:  # a bug of ours: still an OpenAI-shaped answer, and a log
@@ -91,7 +92,7 @@ def _endpoint(endpoint: Endpoint) -> Any:
 
 
 async def list_models(request: Request) -> Response:
-    models = _services(request).backends.snapshot().public_models()
+    models = _services(request).runtime.backends.snapshot().public_models()
     data = [{"id": m, "object": "model", "created": 0, "owned_by": "overspill"} for m in models]
     return json_response({"object": "list", "data": data})
 
@@ -101,7 +102,7 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    snapshot = _services(request).backends.snapshot()
+    snapshot = _services(request).runtime.backends.snapshot()
     usable = [b.name for b in snapshot.backends if b.healthy]
     down = {b.name: b.error for b in snapshot.backends if not b.healthy}
     status = 200 if usable else 503
@@ -112,7 +113,7 @@ async def admin_status(request: Request) -> Response:
     services = _services(request)
     backends = []
     for backend in services.policy.backends:
-        view = services.backends[backend.name].view()
+        view = services.runtime.backends[backend.name].view()
         backends.append(
             {
                 "name": backend.name,
@@ -134,10 +135,12 @@ async def admin_status(request: Request) -> Response:
         )
     now = time.monotonic()
     breakers = {
-        name: {"state": b.state if b.state != "open" or not b.would_allow(now) else "half_open",
-               "last_failure": b.last_failure}
+        name: {
+            "state": b.state if b.state != "open" or not b.would_allow(now) else "half_open",
+            "last_failure": b.last_failure,
+        }
         for name, b in services.pipeline.breakers.items()
-    }  # fmt: skip
+    }
     return json_response(
         {
             "policy": _policy_status(services),
@@ -148,31 +151,46 @@ async def admin_status(request: Request) -> Response:
             "cache": _cache_status(services),
             "balancing": {
                 "strategy": services.policy.balancing.strategy,
-                "prefix_blocks_known": len(services.pipeline.affinity.index),
-                "waited_for_a_prefill": services.pipeline.affinity.waited,
+                "prefix_blocks_known": len(services.runtime.affinity.index),
+                "waited_for_a_prefill": services.runtime.affinity.waited,
             },
             "routes": _routes(services),
             "tenants": _tenants(services),
-            "cloud_spend_usd": round(services.pipeline.cloud.spent, 6),
+            "cloud_spend_usd": round(services.runtime.cloud.spent, 6),
         }
     )
 
 
 def _routes(services: Services) -> list[dict[str, Any]]:
-    room = services.pipeline.room
-    return [{"model": r.model, "local": list(r.local), "cloud": list(r.cloud),
-             "deadline_s": r.deadline_s, "waiting": room.waiting(r.model)}
-            for r in services.policy.routes]  # fmt: skip
+    room = services.runtime.room
+    return [
+        {
+            "model": r.model,
+            "local": list(r.local),
+            "cloud": list(r.cloud),
+            "deadline_s": r.deadline_s,
+            "waiting": room.waiting(r.model),
+        }
+        for r in services.policy.routes
+    ]
 
 
 def _tenants(services: Services) -> list[dict[str, Any]]:
-    gate = services.pipeline.gate
-    return [{"name": t.name, "privacy": t.privacy, "priority": t.priority,
-             "keys": len(t.api_keys), "in_flight": gate.load(t.name).in_flight,
-             "requests_per_minute": t.limits.requests_per_minute,
-             "tokens_per_minute": t.limits.tokens_per_minute,
-             "cloud_budget_usd": t.cloud_budget_usd, "cloud_spent_usd": round(gate.spent(t), 6)}
-            for t in services.policy.tenants]  # fmt: skip
+    gate = services.runtime.gate
+    return [
+        {
+            "name": t.name,
+            "privacy": t.privacy,
+            "priority": t.priority,
+            "keys": len(t.api_keys),
+            "in_flight": gate.load(t.name).in_flight,
+            "requests_per_minute": t.limits.requests_per_minute,
+            "tokens_per_minute": t.limits.tokens_per_minute,
+            "cloud_budget_usd": t.cloud_budget_usd,
+            "cloud_spent_usd": round(gate.spent(t), 6),
+        }
+        for t in services.policy.tenants
+    ]
 
 
 async def admin_traffic(request: Request) -> Response:
@@ -185,12 +203,13 @@ async def dashboard(request: Request) -> Response:
     """The admin page: static (no data in it, so no key needed to load it); its script asks
     the admin endpoints, with the admin key when one is set."""
     page = resources.files("proxy").joinpath("dashboard.html").read_bytes()
-    return Response(page, media_type="text/html; charset=utf-8",
-                    headers={"cache-control": "no-store"})  # fmt: skip
+    return Response(
+        page, media_type="text/html; charset=utf-8", headers={"cache-control": "no-store"}
+    )
 
 
 def _cache_status(services: Services) -> dict[str, Any]:
-    answers = services.pipeline.answers
+    answers = services.runtime.answers
     return {
         "enabled": services.policy.cache.enabled,
         "entries": len(answers.cache),
@@ -210,11 +229,16 @@ def _policy_status(services: Services) -> dict[str, Any]:
     last = watcher.last if watcher else None
     return {
         "source": services.policy.source,
-        "last_reload": None if last is None else {
-            "ok": last.ok, "trigger": last.trigger, "at": last.at, "problems": list(last.problems),
+        "last_reload": None
+        if last is None
+        else {
+            "ok": last.ok,
+            "trigger": last.trigger,
+            "at": last.at,
+            "problems": list(last.problems),
         },
         "reloads": dict(watcher.counts) if watcher else {},
-    }  # fmt: skip
+    }
 
 
 async def admin_reload(request: Request) -> Response:
@@ -236,8 +260,8 @@ async def admin_explain(request: Request) -> Response:
     pipeline = services.pipeline
     caller = pipeline.caller(parsed, headers, headers.get(TENANT_HEADER, ""))
     privacy = await pipeline.classified(parsed, headers, caller.tenant)
-    prompt = pipeline.affinity.prompt(parsed, pipeline.policy.balancing, caller.scope)
-    plan = pipeline.plan(parsed, privacy, prompt, caller, remember=False)
+    prompt = services.runtime.affinity.prompt(parsed, pipeline.policy.balancing, caller.scope)
+    plan = pipeline.preview(parsed, privacy, prompt, caller)
     return json_response(explanation(parsed, privacy, plan))
 
 

@@ -46,8 +46,9 @@ def load(path: Path) -> dict[str, Spend]:
         aside = path.with_name(path.name + ".corrupt")
         with contextlib.suppress(OSError):
             path.replace(aside)
-        log.warning("spend ledger %s unreadable (%s): moved to %s, starting empty", path, error,
-                    aside)  # fmt: skip
+        log.warning(
+            "spend ledger %s unreadable (%s): moved to %s, starting empty", path, error, aside
+        )
         return {}
 
 

@@ -42,17 +42,18 @@ class ServicesCollector(Collector):
         yield from self._backends()
         yield self._breakers()
         cost = CounterMetricFamily("overspill_cloud_cost_usd", "Cloud spend (litellm prices).")
-        cost.add_metric([], services.pipeline.cloud.spent)
+        cost.add_metric([], services.runtime.cloud.spent)
         yield cost
         yield from self._cache()
         yield from self._admission()
         yield from self._scans()
 
     def _scans(self) -> Iterator[Metric]:
-        scans = self.services.pipeline.scans
-        started = CounterMetricFamily("overspill_privacy_thread_scans",
-                                      "Long request bodies scanned for personal data in a worker "
-                                      "thread.")  # fmt: skip
+        scans = self.services.runtime.scans
+        started = CounterMetricFamily(
+            "overspill_privacy_thread_scans",
+            "Long request bodies scanned for personal data in a worker thread.",
+        )
         started.add_metric([], scans.started)
         yield started
         running = GaugeMetricFamily(
@@ -62,14 +63,17 @@ class ServicesCollector(Collector):
         yield running
 
     def _admission(self) -> Iterator[Metric]:
-        pipeline = self.services.pipeline
+        runtime = self.services.runtime
         rejected = CounterMetricFamily(
             "overspill_rejected_requests",
             "Requests refused before any work, by the limit they hit.",
             labels=["limit"],
         )
-        refusals = {**pipeline.gate.refused, "max_wait_s": pipeline.room.refused,
-                    "queue_timeout": pipeline.room.timed_out}  # fmt: skip
+        refusals = {
+            **runtime.gate.refused,
+            "max_wait_s": runtime.room.refused,
+            "queue_timeout": runtime.room.timed_out,
+        }
         for limit, count in sorted(refusals.items()):
             rejected.add_metric([limit], count)
         yield rejected
@@ -78,18 +82,21 @@ class ServicesCollector(Collector):
             "Requests waiting in the proxy for a local engine, by public model.",
             labels=["model"],
         )
-        for model in pipeline.room.models():
-            waiting.add_metric([model], pipeline.room.waiting(model))
+        for model in runtime.room.models():
+            waiting.add_metric([model], runtime.room.waiting(model))
         yield waiting
 
     def _cache(self) -> Iterator[Metric]:
-        answers = self.services.pipeline.answers
+        answers = self.services.runtime.answers
         stats = answers.cache.stats
         lookups = CounterMetricFamily(
             "overspill_cache_lookups", "Cache lookups by result.", labels=["result"]
         )
-        for result, count in (("hit_exact", stats.hits_exact), ("hit_semantic",
-                              stats.hits_semantic), ("miss", stats.misses)):  # fmt: skip
+        for result, count in (
+            ("hit_exact", stats.hits_exact),
+            ("hit_semantic", stats.hits_semantic),
+            ("miss", stats.misses),
+        ):
             lookups.add_metric([result], count)
         yield lookups
         refused = CounterMetricFamily(
@@ -104,8 +111,11 @@ class ServicesCollector(Collector):
             labels=["outcome"],
         )
         confirmed = stats.refereed - stats.overturned - stats.unrefereed
-        for outcome, count in (("confirmed", confirmed), ("overturned", stats.overturned),
-                               ("unavailable", stats.unrefereed)):  # fmt: skip
+        for outcome, count in (
+            ("confirmed", confirmed),
+            ("overturned", stats.overturned),
+            ("unavailable", stats.unrefereed),
+        ):
             refereed.add_metric([outcome], count)
         yield refereed
         entries = GaugeMetricFamily("overspill_cache_entries", "Answers in the cache.")
@@ -123,7 +133,7 @@ class ServicesCollector(Collector):
         in_flight = GaugeMetricFamily(
             "overspill_backend_in_flight", "Requests in flight from this proxy.", labels=["backend"]
         )
-        for view in self.services.backends.snapshot().backends:
+        for view in self.services.runtime.backends.snapshot().backends:
             healthy.add_metric([view.name], 1.0 if view.healthy else 0.0)
             in_flight.add_metric([view.name], view.in_flight)
         yield healthy

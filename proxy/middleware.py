@@ -44,8 +44,11 @@ class RequestContext:
             await self.app(scope, receive, send_with_id)
         finally:
             seconds = time.perf_counter() - started
-            self.finished(Finished(request_id, scope["method"], scope["path"], status, seconds,
-                                   first_byte, state))  # fmt: skip
+            self.finished(
+                Finished(
+                    request_id, scope["method"], scope["path"], status, seconds, first_byte, state
+                )
+            )
 
 
 def _incoming_id(scope: Scope) -> str | None:

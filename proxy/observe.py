@@ -29,9 +29,21 @@ log = logging.getLogger("overspill.access")
 API_PREFIX = "/v1/"
 # Seconds; TTFTs of tens of ms to whole answers of minutes.
 BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
-REASON_KINDS = ("least outstanding", "model loaded", "prefix", "round robin", "overflow",
-                "saturated, no cloud allowed", "saturated", "unhealthy", "breaker open",
-                "privacy", "deadline", "budget", "priority")  # fmt: skip
+REASON_KINDS = (
+    "least outstanding",
+    "model loaded",
+    "prefix",
+    "round robin",
+    "overflow",
+    "saturated, no cloud allowed",
+    "saturated",
+    "unhealthy",
+    "breaker open",
+    "privacy",
+    "deadline",
+    "budget",
+    "priority",
+)
 _REASON_HEAD = re.compile(r"^[^:=(]*?(?= on |:|=|\(|$)")
 
 
@@ -68,19 +80,39 @@ class Observer:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.policy: Callable[[], Policy | None] = lambda: None  # set once the proxy is up
         labels = ["decision", "target", "reason", "tenant", "code"]
-        self.requests = Counter("overspill_requests", "API requests by what was decided and why.",
-                                labels, registry=registry)  # fmt: skip
-        self.latency = Histogram("overspill_request_seconds", "End-to-end latency of API requests.",
-                                 ["decision"], buckets=BUCKETS, registry=registry)  # fmt: skip
-        self.ttft = Histogram("overspill_ttft_seconds",
-                              "Time to the first body byte of successful API answers.",
-                              ["decision"], buckets=BUCKETS, registry=registry)  # fmt: skip
-        self.tokens = Counter("overspill_tokens", "Tokens engines and clouds processed.",
-                              ["direction", "decision"], registry=registry)  # fmt: skip
+        self.requests = Counter(
+            "overspill_requests",
+            "API requests by what was decided and why.",
+            labels,
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "overspill_request_seconds",
+            "End-to-end latency of API requests.",
+            ["decision"],
+            buckets=BUCKETS,
+            registry=registry,
+        )
+        self.ttft = Histogram(
+            "overspill_ttft_seconds",
+            "Time to the first body byte of successful API answers.",
+            ["decision"],
+            buckets=BUCKETS,
+            registry=registry,
+        )
+        self.tokens = Counter(
+            "overspill_tokens",
+            "Tokens engines and clouds processed.",
+            ["direction", "decision"],
+            registry=registry,
+        )
         self.recent = Recent()  # the dashboard's last minutes
-        self.queued = Histogram("overspill_queue_wait_seconds",
-                                "Time requests waited in the waiting room for a local engine.",
-                                buckets=BUCKETS, registry=registry)  # fmt: skip
+        self.queued = Histogram(
+            "overspill_queue_wait_seconds",
+            "Time requests waited in the waiting room for a local engine.",
+            buckets=BUCKETS,
+            registry=registry,
+        )
 
     def finished(self, done: Finished) -> None:
         if done.path.startswith(API_PREFIX) and done.method == "POST":
@@ -94,15 +126,30 @@ class Observer:
         state = done.state
         reasons = [str(r) for r in (state.get("reasons") or [])][:3]
         # counted by model only for a model the proxy serves: a client cannot grow the table
-        self.recent.add(str(state.get("served_model") or "other"), kind, {
-            "at": round(time.time(), 3), "request_id": done.request_id,
-            "tenant": state.get("tenant") or "", "model": state.get("model") or "",
-            "route": state.get("route") or "none", "decision": kind, "status": done.status,
-            "cache": state.get("cache") or "", "reasons": reasons,
-            "error": state.get("error") or "", "ms": round(done.seconds * 1000, 1)})  # fmt: skip
-        self.requests.labels(kind, self._target(done, policy), reason_kind(state.get("reasons")),
-                             self._tenant(state.get("tenant"), policy),
-                             str(done.status)).inc()  # fmt: skip
+        self.recent.add(
+            str(state.get("served_model") or "other"),
+            kind,
+            {
+                "at": round(time.time(), 3),
+                "request_id": done.request_id,
+                "tenant": state.get("tenant") or "",
+                "model": state.get("model") or "",
+                "route": state.get("route") or "none",
+                "decision": kind,
+                "status": done.status,
+                "cache": state.get("cache") or "",
+                "reasons": reasons,
+                "error": state.get("error") or "",
+                "ms": round(done.seconds * 1000, 1),
+            },
+        )
+        self.requests.labels(
+            kind,
+            self._target(done, policy),
+            reason_kind(state.get("reasons")),
+            self._tenant(state.get("tenant"), policy),
+            str(done.status),
+        ).inc()
         self.latency.labels(kind).observe(done.seconds)
         if done.status == 200 and done.first_byte_s is not None:
             self.ttft.labels(kind).observe(done.first_byte_s)
@@ -123,8 +170,20 @@ class Observer:
         }
         if done.first_byte_s is not None:
             line["ttft_ms"] = round(done.first_byte_s * 1000, 2)
-        for key in ("tenant", "model", "priority", "privacy", "route", "cache", "reasons",
-                    "tokens_in", "tokens_out", "queued_s", "degraded", "error"):  # fmt: skip
+        for key in (
+            "tenant",
+            "model",
+            "priority",
+            "privacy",
+            "route",
+            "cache",
+            "reasons",
+            "tokens_in",
+            "tokens_out",
+            "queued_s",
+            "degraded",
+            "error",
+        ):
             if state.get(key) not in (None, ""):
                 line[key] = state[key]
         prompt = self._prompt(state)

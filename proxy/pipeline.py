@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -27,40 +26,29 @@ from policies.identity import Identity, KeyRing
 from policies.load import LoadSnapshot
 from policies.model import Policy, Tenant
 from policies.privacy import Classification
-from proxy.affinity import Affinity, Prompt
+from proxy.affinity import Prompt
 from proxy.answer import Answer
 from proxy.attempts import Opened, TargetRefused, attempt
-from proxy.backends import Backends
 from proxy.breaker import Breaker
-from proxy.caching import Answers, Head, Produced
-from proxy.caller import Caller, Scans, caller_of, request_facts, scanned_privacy
-from proxy.clock import Clock
-from proxy.cloud import Cloud
+from proxy.caching import Head, Produced
+from proxy.caller import Caller, caller_of, request_facts, scanned_privacy
 from proxy.errors import ModelNotFound, NoBackend, UpstreamError, UpstreamUnavailable
-from proxy.gate import Gate, Ticket
+from proxy.gate import Ticket
 from proxy.reply import Reply
+from proxy.runtime import Runtime
 from proxy.schema import ProxyRequest
-from proxy.upstream import Upstream
 from proxy.usage import Usage, metered
-from proxy.waiting import Ask, Turn, WaitingRoom
+from proxy.waiting import Ask, Turn
 
 
 @dataclass
 class Pipeline:
+    """The request path under one policy. What outlives the policy lives in `runtime`; the
+    breakers are the pipeline's own (a reload keeps those whose settings did not change)."""
+
     policy: Policy
-    backends: Backends
-    upstream: Upstream
-    cloud: Cloud
-    rng: random.Random
-    answers: Answers = field(default_factory=Answers)
-    gate: Gate = field(default_factory=Gate)
-    affinity: Affinity = field(default_factory=Affinity)
+    runtime: Runtime
     breakers: dict[str, Breaker] = field(default_factory=dict)
-    # hysteresis per model and priority class (each class has its own share of the backends)
-    saturated: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
-    room: WaitingRoom = field(default_factory=WaitingRoom)
-    scans: Scans = field(default_factory=lambda: Scans())
-    clock: Clock = field(default_factory=Clock)
 
     def __post_init__(self) -> None:
         self.keys = KeyRing.of(self.policy)
@@ -71,7 +59,6 @@ class Pipeline:
         }
         for name in [b.name for b in self.policy.backends] + [c.name for c in self.policy.clouds]:
             self.breakers.setdefault(name, Breaker(self.policy.breaker))
-        self.backends.on_free = self.room.wake
 
     def caller(self, request: ProxyRequest, headers: dict[str, str], named: str) -> Caller:
         return caller_of(self.policy, request, headers, named)
@@ -79,51 +66,69 @@ class Pipeline:
     async def classified(
         self, request: ProxyRequest, headers: dict[str, str], tenant: Tenant | None
     ) -> Classification:
-        return await scanned_privacy(self.policy, self.scans, request, headers, tenant)
+        return await scanned_privacy(self.policy, self.runtime.scans, request, headers, tenant)
 
     def serves(self, model: str, snapshot: LoadSnapshot | None = None) -> bool:
         """A local backend serves the model now, or a route sends it to a cloud."""
-        snapshot = snapshot or self.backends.snapshot()
+        snapshot = snapshot or self.runtime.backends.snapshot()
         return bool(snapshot.serving(model)) or bool(route_for(self.policy, model).cloud)
 
     def plan(
+        self, request: ProxyRequest, privacy: Classification, prompt: Prompt, caller: Caller
+    ) -> RoutingPlan:
+        """The plan the request follows: it takes its round-robin turn, and its saturation
+        verdicts are remembered for the next request of its model and class (hysteresis)."""
+        memory = (request.model, caller.priority.name)
+        turn = self.runtime.affinity.turn(caller.scope)
+        before = self.runtime.saturated.get(memory, frozenset())
+        plan = self._decided(request, privacy, prompt, caller, turn, before)
+        self.runtime.saturated[memory] = plan.saturated
+        return plan
+
+    def preview(
         self,
         request: ProxyRequest,
         privacy: Classification,
         prompt: Prompt,
         caller: Caller,
-        remember: bool = True,
         hysteresis: bool = True,
     ) -> RoutingPlan:
-        """The routing plan; `remember=False` (explain) leaves the hysteresis memory alone;
-        `hysteresis=False` judges saturation by the thresholds alone (a waiter asking whether
-        there is room now: hysteresis keeps traffic from flapping to the cloud and back, and at
-        max_concurrency 1 it would never see room again)."""
-        snapshot = self.backends.snapshot()
+        """The plan as it would be now, changing nothing (explain, degrade's checks, a waiter's
+        look). `hysteresis=False` judges saturation by the thresholds alone: a waiter asks
+        whether there is room now (hysteresis keeps traffic from flapping to the cloud and back,
+        and at max_concurrency 1 it would never see room again)."""
+        memory = (request.model, caller.priority.name)
+        before = self.runtime.saturated.get(memory, frozenset()) if hysteresis else frozenset()
+        return self._decided(request, privacy, prompt, caller, 0, before)
+
+    def _decided(
+        self,
+        request: ProxyRequest,
+        privacy: Classification,
+        prompt: Prompt,
+        caller: Caller,
+        turn: int,
+        before: frozenset[str],
+    ) -> RoutingPlan:
+        snapshot = self.runtime.backends.snapshot()
         if not self.serves(request.model, snapshot):
             known = sorted({*snapshot.public_models(), *(r.model for r in self.policy.routes)})
             available = ", ".join(known) or "none"
             raise ModelNotFound(
                 f"The model `{request.model}` does not exist. Available: {available}", param="model"
             )
-        turn = self.affinity.turn(caller.scope) if remember else 0  # explain leaves it alone
-        budget_closed = self.gate.cloud_closed(caller.tenant)
+        budget_closed = self.runtime.gate.cloud_closed(caller.tenant)
         facts = request_facts(request, privacy.level, caller, budget_closed, prompt.held, turn)
-        now = self.clock.now()
+        now = self.runtime.clock.now()
         blocked = {
             n: b.last_failure or "open" for n, b in self.breakers.items() if not b.would_allow(now)
         }
-        memory = (request.model, caller.priority.name)
-        before = self.saturated.get(memory, frozenset()) if hysteresis else frozenset()
-        plan = decide(facts, self.policy, snapshot, self.rng, blocked, before)
-        if remember:
-            self.saturated[memory] = plan.saturated
-        return plan
+        return decide(facts, self.policy, snapshot, self.runtime.rng, blocked, before)
 
     def identify(self, headers: dict[str, str]) -> Identity:
         """Who calls (401/403 otherwise): from the headers alone, before the body is read, so an
         unknown caller costs no parsing."""
-        return self.gate.identify(self.policy, self.keys, headers)
+        return self.runtime.gate.identify(self.policy, self.keys, headers)
 
     async def run(
         self,
@@ -134,13 +139,13 @@ class Pipeline:
         identity: Identity,
     ) -> None:
         tenant = self.policy.tenant(identity.tenant)
-        self.gate.allow_model(tenant, request.model)
+        self.runtime.gate.allow_model(tenant, request.model)
         reply.note_request(identity.tenant, request.model)
         if self.serves(request.model):  # traffic is kept per model only for models we serve
             reply.note_served(request.model)
         if self.policy.server.log_prompts:  # written only for levels that may leave (observe.py)
             reply.state["prompt"] = _last_user_text(request.body)
-        with self.gate.admitted(tenant, request.token_estimate) as ticket:
+        with self.runtime.gate.admitted(tenant, request.token_estimate) as ticket:
             await self._answer(request, reply, request_id, headers, identity.tenant, ticket)
 
     async def _answer(
@@ -154,30 +159,32 @@ class Pipeline:
     ) -> None:
         caller = self.caller(request, headers, named)
         privacy = await self.classified(request, headers, caller.tenant)
-        prompt = self.affinity.prompt(request, self.policy.balancing, caller.scope)
+        prompt = self.runtime.affinity.prompt(request, self.policy.balancing, caller.scope)
         plan = self.plan(request, privacy, prompt, caller)
         reply.note(plan.reasons, privacy.level)
         reply.note_priority(caller.priority.name)
-        caching = self.answers.caching(self.policy, request, privacy.level, caller.scope,
-                                       headers.get("cache-control", ""))  # fmt: skip
-        found = await self.answers.lookup(caching)
+        caching = self.runtime.answers.caching(
+            self.policy, request, privacy.level, caller.scope, headers.get("cache-control", "")
+        )
+        found = await self.runtime.answers.lookup(caching)
         if isinstance(found, Hit):
             reply.note_cache(f"hit-{found.kind}", "")
             ticket.use(0)  # nothing computed: a hit costs no tokens
-            await reply.deliver(*self.answers.serve_hit(found, request))
+            await reply.deliver(*self.runtime.answers.serve_hit(found, request))
             return
         reply.note_cache(caching.plan.status, caching.plan.why)
 
         async def produce() -> Produced:
             job, current, degraded = self._degraded(request, plan, privacy, prompt, caller)
-            queued = self.clock.now()
+            queued = self.runtime.clock.now()
             turn = await self._wait_turn(job, current, privacy, prompt, caller)
             if turn is not None:
-                reply.state["queued_s"] = round(self.clock.now() - queued, 4)
+                reply.state["queued_s"] = round(self.runtime.clock.now() - queued, 4)
                 current = self.plan(job, privacy, prompt, caller)
             try:
-                produced = await self._produce(job, current, privacy.level, request_id, prompt,
-                                               caller.tenant, turn)  # fmt: skip
+                produced = await self._produce(
+                    job, current, privacy.level, request_id, prompt, caller.tenant, turn
+                )
             finally:
                 if turn is not None:
                     turn.taken()
@@ -186,9 +193,9 @@ class Pipeline:
                 head, chunks = produced
                 mark = (b"x-overspill-degraded", degraded.encode())
                 return dataclasses.replace(head, headers=[*head.headers, mark]), chunks
-            return self.answers.keep(caching, produced, found)
+            return self.runtime.answers.keep(caching, produced, found)
 
-        async with self.answers.shared(caching, produce) as (head, chunks):
+        async with self.runtime.answers.shared(caching, produce) as (head, chunks):
             if head.status != 200:
                 ticket.use(0)  # an error computed nothing worth charging
             else:
@@ -201,9 +208,13 @@ class Pipeline:
             await reply.deliver(head, chunks)
 
     def _degraded(
-        self, request: ProxyRequest, plan: RoutingPlan, privacy: Classification, prompt: Prompt,
+        self,
+        request: ProxyRequest,
+        plan: RoutingPlan,
+        privacy: Classification,
+        prompt: Prompt,
         caller: Caller,
-    ) -> tuple[ProxyRequest, RoutingPlan, str]:  # fmt: skip
+    ) -> tuple[ProxyRequest, RoutingPlan, str]:
         """Under pressure (no local backend has room now, and the plan does not go to the
         cloud), what the route's [routes.degrade] offers instead: a smaller model whose backends
         have room, else a capped max_tokens. Else the request as it is."""
@@ -211,10 +222,11 @@ class Pipeline:
         if not _pressed(plan) or (rule.model is None and rule.max_tokens is None):
             return request, plan, ""
         if rule.model is not None:
-            smaller = dataclasses.replace(request, model=rule.model,
-                                          body={**request.body, "model": rule.model})  # fmt: skip
+            smaller = dataclasses.replace(
+                request, model=rule.model, body={**request.body, "model": rule.model}
+            )
             with contextlib.suppress(ModelNotFound):
-                fresh = self.plan(smaller, privacy, prompt, caller, remember=False)
+                fresh = self.preview(smaller, privacy, prompt, caller)
                 if fresh.targets and not _pressed(fresh):
                     return smaller, fresh, f"model {request.model} -> {rule.model}"
         asked = request.body.get("max_completion_tokens") or request.body.get("max_tokens")
@@ -223,7 +235,7 @@ class Pipeline:
             return request, plan, ""
         field = "max_completion_tokens" if "max_completion_tokens" in request.body else "max_tokens"
         capped = dataclasses.replace(request, body={**request.body, field: cap})
-        fresh = self.plan(capped, privacy, prompt, caller, remember=False)
+        fresh = self.preview(capped, privacy, prompt, caller)
         return capped, fresh, f"max_tokens {asked or 'unset'} -> {cap}"
 
     async def _wait_turn(
@@ -243,16 +255,22 @@ class Pipeline:
             return None  # no proxy queue for this class: the engine's own queue holds it
 
         def ready() -> bool:
-            fresh = self.plan(request, privacy, prompt, caller, remember=False, hysteresis=False)
+            fresh = self.preview(request, privacy, prompt, caller, hysteresis=False)
             return fresh.local_room_now
 
         route = route_for(self.policy, request.model)
         max_wait = min(priority.max_wait_s, route.deadline_s or priority.max_wait_s)
         priorities = self.policy.priorities
-        ask = Ask(request.model, priority.name, priorities.rank(priority.name), max_wait,
-                  priorities.aging_s, request.token_estimate,
-                  (priority.name, privacy.level))  # fmt: skip
-        return await self.room.wait(ask, ready)
+        ask = Ask(
+            request.model,
+            priority.name,
+            priorities.rank(priority.name),
+            max_wait,
+            priorities.aging_s,
+            request.token_estimate,
+            (priority.name, privacy.level),
+        )
+        return await self.runtime.room.wait(ask, ready)
 
     async def _produce(
         self,
@@ -267,7 +285,7 @@ class Pipeline:
         """The first target in the plan that answers, retried as allowed; its answer's head and
         body. The body reports to the target's breaker, and releases its in-flight count, as it
         is consumed: a stream can still fail midway."""
-        deadline = self.clock.now() + self._deadline(request)
+        deadline = self.runtime.clock.now() + self._deadline(request)
         failures = list(plan.reasons)
         last_error: UpstreamError | None = None
         for target in plan.targets:
@@ -276,7 +294,7 @@ class Pipeline:
             with contextlib.ExitStack() as held:  # released here unless the answer takes it
                 held.enter_context(self._in_flight(target, request))
                 if target.kind == "local":
-                    self.room.started(request.model)  # counted in flight: the next may go
+                    self.runtime.room.started(request.model)  # counted in flight: the next may go
                     if turn is not None:
                         turn.taken()
                 try:
@@ -314,13 +332,13 @@ class Pipeline:
         request is prefilling it there right now)."""
         breaker = self.breakers[target.name]
         if target.kind != "local":
-            return await attempt(opener, breaker, self.policy.retry, deadline, self.clock)
+            return await attempt(opener, breaker, self.policy.retry, deadline, self.runtime.clock)
         balancing = self.policy.balancing
-        led = await self.affinity.enter(target.name, prompt, balancing, can_lead=stream)
+        led = await self.runtime.affinity.enter(target.name, prompt, balancing, can_lead=stream)
         try:
-            return await attempt(opener, breaker, self.policy.retry, deadline, self.clock)
+            return await attempt(opener, breaker, self.policy.retry, deadline, self.runtime.clock)
         finally:
-            self.affinity.leave(target.name, led)
+            self.runtime.affinity.leave(target.name, led)
 
     async def _consume(
         self, opened: Opened, target: Target, held: contextlib.ExitStack
@@ -338,12 +356,12 @@ class Pipeline:
                         async for chunk in opened.rest:
                             yield chunk
             except UpstreamError as error:
-                breaker.record_failure(self.clock.now(), error.summary)
+                breaker.record_failure(self.runtime.clock.now(), error.summary)
                 raise
             except BaseException:
                 breaker.release()  # the client left: no verdict on the target
                 raise
-            breaker.record_success(self.clock.now())
+            breaker.record_success(self.runtime.clock.now())
 
     def _cloud_allowed(self, level: str, cloud: str) -> bool:
         return self.policy.privacy.level(level).allows(cloud)
@@ -354,19 +372,19 @@ class Pipeline:
 
     def _in_flight(self, target: Target, request: ProxyRequest) -> AbstractContextManager[None]:
         if target.kind == "local":
-            return self.backends.in_flight(target.name, request.token_estimate)
+            return self.runtime.backends.in_flight(target.name, request.token_estimate)
         return contextlib.nullcontext()
 
     def _opener(
         self, request: ProxyRequest, target: Target, request_id: str, tenant: Tenant | None
     ) -> Callable[[], Awaitable[Answer]]:
         def charge(usd: float) -> None:
-            self.gate.spend(tenant, usd)
+            self.runtime.gate.spend(tenant, usd)
 
         async def open_cloud() -> Answer:
             cloud = self.policy.cloud(target.name)
             unlisted = self.policy.server.unlisted_params
-            return await self.cloud.open(cloud, request, request_id, charge, unlisted)
+            return await self.runtime.cloud.open(cloud, request, request_id, charge, unlisted)
 
         async def open_local() -> Answer:
             return await self._open_local(request, target, request_id)
@@ -374,16 +392,20 @@ class Pipeline:
         return open_cloud if target.kind == "cloud" else open_local
 
     async def _open_local(self, request: ProxyRequest, target: Target, request_id: str) -> Answer:
-        backend = self.backends[target.name].config
-        headers = {"content-type": "application/json", "x-request-id": request_id,
-                   **self._auth.get(backend.name, {})}  # fmt: skip
+        backend = self.runtime.backends[target.name].config
+        headers = {
+            "content-type": "application/json",
+            "x-request-id": request_id,
+            **self._auth.get(backend.name, {}),
+        }
         body = request.upstream_body(target.upstream_model)
         url = backend.url + request.path
         try:
-            return await self.upstream.open(backend.name, url, body, headers, request.stream)
+            upstream = self.runtime.upstream
+            return await upstream.open(backend.name, url, body, headers, request.stream)
         except UpstreamUnavailable as error:
-            self.backends[target.name].mark_down(error.message)
-            self.affinity.index.forget(target.name)  # a restarted engine holds no prefix
+            self.runtime.backends[target.name].mark_down(error.message)
+            self.runtime.affinity.index.forget(target.name)  # a restarted engine holds no prefix
             raise
 
 

@@ -40,5 +40,8 @@ class Recent:
             for (model, decision), n in counts.get(start, Counter()).items():
                 by_model.setdefault(model, {})[decision] = n
             buckets.append({"at": start, "models": by_model})
-        return {"bucket_s": BUCKET_S, "buckets": buckets,
-                "decisions": list(reversed(self._decisions))}  # fmt: skip
+        return {
+            "bucket_s": BUCKET_S,
+            "buckets": buckets,
+            "decisions": list(reversed(self._decisions)),
+        }

@@ -80,8 +80,9 @@ def parse_request(endpoint: Endpoint, raw: bytes) -> ProxyRequest:
     if not isinstance(model, str) or not model:
         raise BadRequest("'model' is required and must be a non-empty string", param="model")
     if len(model) > MAX_MODEL_CHARS:
-        raise BadRequest(f"'model' is {len(model)} characters long; at most {MAX_MODEL_CHARS}",
-                         param="model")  # fmt: skip
+        raise BadRequest(
+            f"'model' is {len(model)} characters long; at most {MAX_MODEL_CHARS}", param="model"
+        )
     _CHECKS[endpoint](body)
     stream = body.get("stream", False)
     if stream is not None and not isinstance(stream, bool):

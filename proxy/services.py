@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from proxy.caching import Answers, embedders
 from proxy.cloud import Cloud
 from proxy.home import overspill_home
 from proxy.pipeline import Pipeline
+from proxy.runtime import Runtime
 from proxy.upstream import Upstream
 
 log = logging.getLogger("overspill")
@@ -29,8 +29,7 @@ log = logging.getLogger("overspill")
 @dataclass
 class Services:
     policy: Policy
-    upstream: Upstream
-    backends: Backends
+    runtime: Runtime
     pipeline: Pipeline
     started: float = field(default_factory=time.monotonic)
     watcher: PolicyWatcher | None = None
@@ -50,24 +49,25 @@ class Services:
         answers = _answers(policy)
         path = _cache_path(policy)
         await answers.open(path)
-        pipeline = Pipeline(policy, backends, upstream, cloud, random.Random(), answers)
-        services = cls(policy, upstream, backends, pipeline, cache_path=path)
+        runtime = Runtime(backends, upstream, cloud, answers=answers)
+        pipeline = Pipeline(policy, runtime)
+        services = cls(policy, runtime, pipeline, cache_path=path)
         if path is not None:
             services.saver = asyncio.create_task(
                 answers.keep_saved(path, policy.cache.save_interval_s)
             )
         ledger = spend_ledger.spend_path(policy)
         if ledger is not None:
-            pipeline.gate.restore(await asyncio.to_thread(spend_ledger.load, ledger))
+            runtime.gate.restore(await asyncio.to_thread(spend_ledger.load, ledger))
             services.bookkeeper = asyncio.create_task(services.keep_ledger(ledger))
         return services
 
     async def keep_ledger(self, path: Path) -> None:
         """Save the cloud spend a moment after it changes (a task; cancelled at shutdown)."""
-        saved = self.pipeline.gate.ledger
+        saved = self.runtime.gate.ledger
         while True:
             await asyncio.sleep(_LEDGER_INTERVAL_S)
-            ledger = self.pipeline.gate.ledger
+            ledger = self.runtime.gate.ledger
             if ledger != saved:
                 await self._save_ledger(path, ledger)
                 saved = ledger
@@ -80,18 +80,16 @@ class Services:
 
     def apply(self, policy: Policy) -> None:
         """Swap in a validated policy. Requests already running keep the pipeline they hold."""
-        old = self.pipeline
-        self.backends.reconfigure(policy.backends, policy.server.probe_interval_s)
-        self.upstream.timeouts = policy.timeouts
-        self.pipeline.answers.cache.bounds = cache_bounds(policy)  # applied from the next insert
+        runtime = self.runtime
+        runtime.backends.reconfigure(policy.backends, policy.server.probe_interval_s)
+        runtime.upstream.timeouts = policy.timeouts
+        runtime.answers.cache.bounds = cache_bounds(policy)  # applied from the next insert
         breakers = {
             name: breaker
-            for name, breaker in old.breakers.items()
+            for name, breaker in self.pipeline.breakers.items()
             if breaker.settings == policy.breaker
         }
-        self.pipeline = Pipeline(policy, self.backends, self.upstream, old.cloud, old.rng,
-                                 old.answers, old.gate, old.affinity, breakers,
-                                 dict(old.saturated), old.room, old.scans)  # fmt: skip
+        self.pipeline = Pipeline(policy, runtime, breakers)
         self.policy = policy
 
     async def stop(self) -> None:
@@ -101,16 +99,16 @@ class Services:
                 await asyncio.gather(task, return_exceptions=True)
         ledger = spend_ledger.spend_path(self.policy)
         if ledger is not None:
-            await self._save_ledger(ledger, self.pipeline.gate.ledger)
-        answers = self.pipeline.answers
+            await self._save_ledger(ledger, self.runtime.gate.ledger)
+        answers = self.runtime.answers
         with contextlib.suppress(TimeoutError):
             await answers.settle(grace_s=_SETTLE_S)
         if self.cache_path is not None:
             await answers.save(self.cache_path)
         await answers.close()
-        await self.pipeline.room.close()
-        await self.backends.stop()
-        await self.upstream.close()
+        await self.runtime.room.close()
+        await self.runtime.backends.stop()
+        await self.runtime.upstream.close()
 
 
 _LEDGER_INTERVAL_S = 1.0  # spend is money: saved within a second of changing

@@ -82,8 +82,9 @@ def _completion(head: dict[str, Any], choices: dict[int, dict[str, Any]]) -> dic
                 message["reasoning_content"] = parts["reasoning_content"]
             rendered.append({"index": index, "message": message, "finish_reason": finish})
         else:
-            rendered.append({"index": index, "text": parts.get("text", ""),
-                             "finish_reason": finish})  # fmt: skip
+            rendered.append(
+                {"index": index, "text": parts.get("text", ""), "finish_reason": finish}
+            )
     completion = {
         "id": head.get("id", ""),
         "object": "chat.completion" if chat else "text_completion",
@@ -121,15 +122,19 @@ def replay(completion: dict[str, Any], include_usage: bool) -> list[bytes]:
             message = choice.get("message") or {}
             text = message.get("content") or ""
             pieces = [{"role": message.get("role", "assistant"), "content": ""}]
-            pieces += [{"reasoning_content": p}
-                       for p in _pieces(message.get("reasoning_content") or "")]  # fmt: skip
+            pieces += [
+                {"reasoning_content": p} for p in _pieces(message.get("reasoning_content") or "")
+            ]
             pieces += [{"content": p} for p in _pieces(text)]
-            chunks += [_chunk(base, {"index": index, "delta": d, "finish_reason": None})
-                       for d in pieces]  # fmt: skip
+            chunks += [
+                _chunk(base, {"index": index, "delta": d, "finish_reason": None}) for d in pieces
+            ]
             last = {"index": index, "delta": {}, "finish_reason": choice.get("finish_reason")}
         else:
-            chunks += [_chunk(base, {"index": index, "text": p, "finish_reason": None})
-                       for p in _pieces(choice.get("text") or "")]  # fmt: skip
+            chunks += [
+                _chunk(base, {"index": index, "text": p, "finish_reason": None})
+                for p in _pieces(choice.get("text") or "")
+            ]
             last = {"index": index, "text": "", "finish_reason": choice.get("finish_reason")}
         chunks.append(_chunk(base, last))
     if include_usage and completion.get("usage"):

@@ -17,8 +17,11 @@ from proxy.demo_config import PUBLIC_MODEL, TENANTS, DemoTenant
 
 # Each question, then ways of asking the same that the semantic cache should recognise.
 _SUPPORT_QUESTIONS = (
-    ("How do I reset my password?", "How can I reset my password?",
-     "What are the steps to reset my password?"),
+    (
+        "How do I reset my password?",
+        "How can I reset my password?",
+        "What are the steps to reset my password?",
+    ),
     ("How do I cancel my subscription?", "How can I cancel my subscription?"),
     ("How long does shipping take?", "How long will shipping take?"),
     ("Do you ship internationally?", "Do you also ship internationally?"),
@@ -26,22 +29,42 @@ _SUPPORT_QUESTIONS = (
     ("How do I change my delivery address?", "How can I change my delivery address?"),
     ("Where can I download my invoices?", "Where do I download my invoices?"),
     ("How do I contact customer support?", "How can I contact customer support?"),
-)  # fmt: skip
+)
 _RESEARCH_QUESTIONS = (
-    ("What is the difference between precision and recall?",
-     "What's the difference between precision and recall?"),
+    (
+        "What is the difference between precision and recall?",
+        "What's the difference between precision and recall?",
+    ),
     ("Explain what a transformer model is.", "Explain what transformer models are."),
     ("What is gradient descent?", "What is gradient descent, briefly?"),
     ("Why do we normalise input features?", "Why should we normalise input features?"),
-)  # fmt: skip
-_NEW_WORK = ("Write a short poem about {}.", "Suggest three names for a product about {}.",
-             "Write a haiku about {}.", "Draft a tweet announcing {}.",
-             "Give me a fun fact about {}.")  # fmt: skip
-_TOPICS = ("autumn", "coffee", "bicycles", "the sea", "a new release", "mountains", "trains",
-           "tea", "robots", "the city at night", "gardening", "jazz")  # fmt: skip
+)
+_NEW_WORK = (
+    "Write a short poem about {}.",
+    "Suggest three names for a product about {}.",
+    "Write a haiku about {}.",
+    "Draft a tweet announcing {}.",
+    "Give me a fun fact about {}.",
+)
+_TOPICS = (
+    "autumn",
+    "coffee",
+    "bicycles",
+    "the sea",
+    "a new release",
+    "mountains",
+    "trains",
+    "tea",
+    "robots",
+    "the city at night",
+    "gardening",
+    "jazz",
+)
 _NAMES = ("anna", "ben", "chloe", "david", "emma", "farid", "grace", "hugo", "ines", "jonas")
-_SYSTEM = {"support": "You answer customers of an online shop, briefly.",
-           "research": "You are a concise research assistant."}  # fmt: skip
+_SYSTEM = {
+    "support": "You answer customers of an online shop, briefly.",
+    "research": "You are a concise research assistant.",
+}
 _ANSWER_TOKENS = 48  # for cacheable questions: the same every time, or no repeat would match
 
 
@@ -73,8 +96,14 @@ def plan(rng: random.Random) -> Planned:
         kind, text, params = "personal data", _personal(rng), _sampling(rng)
     else:
         kind, text, params = "new, sampled", _new_work(rng), _sampling(rng)
-    body = {"model": PUBLIC_MODEL, "messages": [{"role": "system", "content": _SYSTEM[tenant.name]},
-            {"role": "user", "content": text}], **params}  # fmt: skip
+    body = {
+        "model": PUBLIC_MODEL,
+        "messages": [
+            {"role": "system", "content": _SYSTEM[tenant.name]},
+            {"role": "user", "content": text},
+        ],
+        **params,
+    }
     if rng.random() < 0.5:
         body["stream"] = True
     return Planned(kind, tenant.name, body, _identity(tenant))

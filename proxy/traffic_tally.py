@@ -66,8 +66,11 @@ class Tally:
             self.recent.append(ttft)
 
     def counts(self, kind: str | None = None, tenant: str | None = None) -> Counter[str]:
-        return Counter(o.decision for o in self.outcomes
-                       if kind in (None, o.kind) and tenant in (None, o.tenant))  # fmt: skip
+        return Counter(
+            o.decision
+            for o in self.outcomes
+            if kind in (None, o.kind) and tenant in (None, o.tenant)
+        )
 
     def seconds(self, decision: str, stream: bool) -> list[float]:
         """The TTFTs (streams) or times (whole answers) of the answers with this decision."""
@@ -102,8 +105,10 @@ def final_table(tally: Tally, kinds: Sequence[str], tenants: Sequence[str]) -> s
 
 
 def _timings(tally: Tally, width: int) -> list[str]:
-    lines = [f"{'':<{width}}{'TTFT (streams)':>18}{'whole answers':>18}",
-             f"{'':<{width}}" + f"{'p50':>9}{'p99':>9}" * 2]  # fmt: skip
+    lines = [
+        f"{'':<{width}}{'TTFT (streams)':>18}{'whole answers':>18}",
+        f"{'':<{width}}" + f"{'p50':>9}{'p99':>9}" * 2,
+    ]
     for decision in ANSWERED:
         cells = ""
         for stream in (True, False):

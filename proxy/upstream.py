@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import aiohttp
 
 from policies.model import Timeouts
+from proxy.answer import Answer
 from proxy.errors import (
     UpstreamDropped,
     UpstreamError,
@@ -25,6 +27,21 @@ from proxy.errors import (
 
 # Response headers worth passing to the client; hop-by-hop and framing headers are ours to set.
 _FORWARDED_HEADERS = ("content-type", "retry-after")
+
+
+class EngineClient(Protocol):
+    """What the request path and the probes ask of the engines' HTTP client: Upstream here, a
+    scripted fake in the pipeline's unit tests."""
+
+    timeouts: Timeouts
+
+    async def open(
+        self, backend: str, url: str, body: bytes, headers: Mapping[str, str], stream: bool
+    ) -> Answer: ...
+
+    async def get(self, url: str, limit_s: float) -> tuple[int, bytes]: ...
+
+    async def close(self) -> None: ...
 
 
 class Upstream:

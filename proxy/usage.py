@@ -83,7 +83,9 @@ def _counted(usage: dict[str, object] | None) -> Usage | None:
         return None
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
     if isinstance(prompt, int) or isinstance(completion, int):
-        return Usage(prompt if isinstance(prompt, int) else 0,
-                     completion if isinstance(completion, int) else 0)  # fmt: skip
+        return Usage(
+            prompt if isinstance(prompt, int) else 0,
+            completion if isinstance(completion, int) else 0,
+        )
     total = usage.get("total_tokens")
     return Usage(total, 0) if isinstance(total, int) else None

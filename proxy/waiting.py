@@ -116,8 +116,10 @@ class WaitingRoom:
                 f"the local engines for model {ask.model!r} are saturated and {ahead} requests "
                 f"of priority {ask.priority!r} or higher wait before this one: predicted wait "
                 f"{predicted:.1f} s > max_wait_s {ask.max_wait_s:g}",
-                retry_after=predicted - ask.max_wait_s, code="queue_full", limit="max_wait_s",
-            )  # fmt: skip
+                retry_after=predicted - ask.max_wait_s,
+                code="queue_full",
+                limit="max_wait_s",
+            )
         waiter = _Waiter(ask, now, ready, asyncio.get_running_loop().create_future())
         queue.append(waiter)
         self._ensure_dispatcher(ask.model, ask.aging_s)
@@ -133,8 +135,9 @@ class WaitingRoom:
             raise Overloaded(
                 f"waited {ask.max_wait_s:g} s (max_wait_s of priority {ask.priority!r}) for a "
                 f"local engine for model {ask.model!r}: they stayed saturated",
-                code="queue_timeout", headers={"Retry-After": str(max(1, round(retry)))},
-            ) from None  # fmt: skip
+                code="queue_timeout",
+                headers={"Retry-After": str(max(1, round(retry)))},
+            ) from None
         finally:
             if waiter in queue:
                 queue.remove(waiter)

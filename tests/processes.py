@@ -72,8 +72,10 @@ def backend_toml(name: str, kind: str, url: str, models: dict[str, str] | None =
 
 def cloud_toml(name: str, url: str, model: str = "openai/gpt-4o-mini") -> str:
     """A cloud target reached through litellm at a cloud-personality simulator (`url`)."""
-    return (f'[[clouds]]\nname = "{name}"\nmodel = "{model}"\napi_base = "{url}/v1"\n'
-            'api_key_env = "TEST_CLOUD_KEY"\n')  # fmt: skip
+    return (
+        f'[[clouds]]\nname = "{name}"\nmodel = "{model}"\napi_base = "{url}/v1"\n'
+        'api_key_env = "TEST_CLOUD_KEY"\n'
+    )
 
 
 @contextlib.contextmanager

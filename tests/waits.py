@@ -80,9 +80,10 @@ def held(
     tokens than the block needs (the stream must not end by itself while held)."""
     with (
         httpx.Client(timeout=60) as client,
-        client.stream("POST", url + "/v1/chat/completions", json=body,
-                      headers=headers or {}) as response,
-    ):  # fmt: skip
+        client.stream(
+            "POST", url + "/v1/chat/completions", json=body, headers=headers or {}
+        ) as response,
+    ):
         assert response.status_code == 200, response.read()
         lines = response.iter_lines()
         assert any(line.startswith("data: ") for line in lines)
@@ -94,8 +95,9 @@ async def held_async(
     client: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str] | None = None
 ) -> AsyncIterator[httpx.Response]:
     """`held` on an async client (a base_url client), for tests that run bursts beside it."""
-    async with client.stream("POST", "/v1/chat/completions", json=body,
-                             headers=headers or {}) as response:  # fmt: skip
+    async with client.stream(
+        "POST", "/v1/chat/completions", json=body, headers=headers or {}
+    ) as response:
         assert response.status_code == 200, await response.aread()
         # Kept referenced: an abandoned line iterator is finalised by the event loop, and that
         # closes the connection under the held stream (the proxy then aborts it upstream).

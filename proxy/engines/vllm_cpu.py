@@ -106,17 +106,26 @@ class VllmCpu:
 
     def command(self, port: int, max_num_seqs: int, max_model_len: int) -> list[str]:
         return [
-            str(self.python), "-m", "vllm.entrypoints.openai.api_server",
-            "--model", str(self.weights),
-            "--served-model-name", SERVED_NAME,
-            "--host", "127.0.0.1",
-            "--port", str(port),
-            "--dtype", "float32",
+            str(self.python),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(self.weights),
+            "--served-model-name",
+            SERVED_NAME,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dtype",
+            "float32",
             "--enforce-eager",
-            "--max-num-seqs", str(max_num_seqs),
-            "--max-model-len", str(max_model_len),
+            "--max-num-seqs",
+            str(max_num_seqs),
+            "--max-model-len",
+            str(max_model_len),
             "--disable-uvicorn-access-log",
-        ]  # fmt: skip
+        ]
 
     def environment(self, kv_cache_gib: float) -> dict[str, str]:
         return {**os.environ, "VLLM_CPU_KVCACHE_SPACE": f"{kv_cache_gib:g}"}

@@ -103,8 +103,19 @@ async def measure(url: str, model: str | None, max_batch: int) -> Measurements:
     max_running = await _max_running(url, model, max_batch)
     block_size, kv_tokens = await _cache_config(url)
     max_len = await _max_model_len(url, model)
-    return Measurements(url, model, prefill, engine_tokens, sim_tokens, decode, max_step,
-                        max_running, block_size, kv_tokens, max_len)  # fmt: skip
+    return Measurements(
+        url,
+        model,
+        prefill,
+        engine_tokens,
+        sim_tokens,
+        decode,
+        max_step,
+        max_running,
+        block_size,
+        kv_tokens,
+        max_len,
+    )
 
 
 # Prompt lengths (words) whose time to first token gives the prefill cost. Prefill grows a little
@@ -127,8 +138,9 @@ async def _max_step_tokens(url: str, model: str) -> int | None:
 
 
 def _buckets(text: str) -> dict[float, float]:
-    found = re.findall(r'^vllm:iteration_tokens_total_bucket\{[^}]*le="([^"]+)"[^}]*\} (\S+)$',
-                       text, re.MULTILINE)  # fmt: skip
+    found = re.findall(
+        r'^vllm:iteration_tokens_total_bucket\{[^}]*le="([^"]+)"[^}]*\} (\S+)$', text, re.MULTILINE
+    )
     return {float(le.replace("+Inf", "inf")): float(count) for le, count in found}
 
 

@@ -34,26 +34,44 @@ def render_vllm_metrics(model_name: str, engine: Engine) -> str:
     usage = engine.pool.usage
     lines: list[str] = []
     gauges = (
-        ("vllm:num_requests_running", "Number of requests in model execution batches.",
-         len(engine.running)),
-        ("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-         len(engine.waiting)),
+        (
+            "vllm:num_requests_running",
+            "Number of requests in model execution batches.",
+            len(engine.running),
+        ),
+        (
+            "vllm:num_requests_waiting",
+            "Number of requests waiting to be processed.",
+            len(engine.waiting),
+        ),
         ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", usage),
-    )  # fmt: skip
+    )
     for name, help_text, value in gauges:
         _family(lines, name, "gauge", help_text)
         lines.append(f"{name}{{{labels}}} {_number(value)}")
     counters = (
-        ("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
-         stats.prefix_queries),
-        ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
-         stats.prefix_hits),
+        (
+            "vllm:prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            stats.prefix_queries,
+        ),
+        (
+            "vllm:prefix_cache_hits",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            stats.prefix_hits,
+        ),
         ("vllm:prompt_tokens", "Number of prefill tokens processed.", stats.prompt_tokens),
-        ("vllm:generation_tokens", "Number of generation tokens processed.",
-         stats.generation_tokens),
-        ("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
-         stats.preemptions),
-    )  # fmt: skip
+        (
+            "vllm:generation_tokens",
+            "Number of generation tokens processed.",
+            stats.generation_tokens,
+        ),
+        (
+            "vllm:num_preemptions",
+            "Cumulative number of preemption from the engine.",
+            stats.preemptions,
+        ),
+    )
     for name, help_text, value in counters:
         _family(lines, f"{name}_total", "counter", help_text)
         lines.append(f"{name}_total{{{labels}}} {_number(value)}")
@@ -70,10 +88,18 @@ def render_vllm_metrics(model_name: str, engine: Engine) -> str:
         lines.append(
             f'{name}{{{labels},finished_reason="{reason}"}} {_number(stats.finished[reason])}'
         )
-    _family(lines, "vllm:time_to_first_token_seconds", "histogram",
-            "Histogram of time to first token in seconds.")  # fmt: skip
+    _family(
+        lines,
+        "vllm:time_to_first_token_seconds",
+        "histogram",
+        "Histogram of time to first token in seconds.",
+    )
     _histogram(lines, "vllm:time_to_first_token_seconds", labels, stats.ttft)
-    _family(lines, "vllm:e2e_request_latency_seconds", "histogram",
-            "Histogram of end to end request latency in seconds.")  # fmt: skip
+    _family(
+        lines,
+        "vllm:e2e_request_latency_seconds",
+        "histogram",
+        "Histogram of end to end request latency in seconds.",
+    )
     _histogram(lines, "vllm:e2e_request_latency_seconds", labels, stats.e2e)
     return "\n".join(lines) + "\n"

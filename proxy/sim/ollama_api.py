@@ -126,12 +126,14 @@ async def show(request: Request) -> Response:
             "parameters": "",
             "template": "{{ .Prompt }}",
             "details": _details(),
-            "model_info": {"general.architecture": "llama",
-                           "llama.context_length": sim.profile.max_model_len},
+            "model_info": {
+                "general.architecture": "llama",
+                "llama.context_length": sim.profile.max_model_len,
+            },
             "capabilities": ["completion"],
             "modified_at": _iso(datetime(2026, 1, 1, tzinfo=UTC)),
         }
-    )  # fmt: skip
+    )
 
 
 async def embed_route(request: Request) -> Response:

@@ -239,8 +239,9 @@ def test_concurrent_first_loads_export_once(
     caplog.set_level("WARNING", logger="overspill")
     made: list[Encoder] = []
     kinds = ["onnx", "onnx-fp32", "onnx"]
-    threads = [threading.Thread(target=lambda k=k: made.append(load_encoder(k, home)))
-               for k in kinds]  # fmt: skip
+    threads = [
+        threading.Thread(target=lambda k=k: made.append(load_encoder(k, home))) for k in kinds
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -253,8 +254,11 @@ def test_concurrent_first_loads_export_once(
 
 def test_onnx_keeps_neighbours_apart_as_torch_does(onnx: Encoder, torch: Encoder) -> None:
     """What the cache relies on: a paraphrase stays nearer than an unrelated question."""
-    texts = ["How do I reverse a list in Python?", "What's the way to reverse a Python list?",
-             "What is the capital of Germany?"]  # fmt: skip
+    texts = [
+        "How do I reverse a list in Python?",
+        "What's the way to reverse a Python list?",
+        "What is the capital of Germany?",
+    ]
     for encoder in (onnx, torch):
         a, b, c = encoder.encode(texts)
         assert float(a @ b) > float(a @ c) + 0.3
@@ -276,8 +280,14 @@ def test_the_onnx_path_does_not_import_torch(home: Path) -> None:
         "load_encoder('onnx', Path(sys.argv[1])).encode(['hello']); "
         "print([m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules])"
     )
-    done = subprocess.run([sys.executable, "-c", code, str(home)], cwd=ROOT, capture_output=True,
-                          text=True, check=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(home)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     assert done.stdout.strip() == "[]"
 
 
@@ -297,8 +307,15 @@ def semantic_only(home: Path) -> str:
     """`load_encoder("onnx", home)` where the export extra's modules cannot be imported."""
     shim = str(ROOT / "tests" / "without_extras")
     env = {**os.environ, "PYTHONPATH": shim, "OVERSPILL_WITHOUT": EXPORT_EXTRA}
-    done = subprocess.run([sys.executable, "-c", SEMANTIC_ONLY, str(home)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, check=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", SEMANTIC_ONLY, str(home)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     return done.stdout.strip()
 
 
@@ -422,8 +439,13 @@ async def test_a_failing_batch_fails_only_its_callers() -> None:
     finally:
         embedder.close()
     assert encoder.calls[:3] == [["first"], ["boom", "b"], ["c", "d"]]
-    assert [type(r).__name__ for r in results] == ["ndarray", "ValueError", "ValueError",
-                                                   "ndarray", "ndarray"]  # fmt: skip
+    assert [type(r).__name__ for r in results] == [
+        "ndarray",
+        "ValueError",
+        "ValueError",
+        "ndarray",
+        "ndarray",
+    ]
     assert later.shape == (4,)
 
 

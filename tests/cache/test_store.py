@@ -614,9 +614,11 @@ def refereed_cache(
     """A cache whose fast embedder puts BORDERLINE at 0.92 from QUESTION and whose referee puts
     each looked-up question at `reference[question]` from it."""
     fast = FakeEmbedder({**VECTORS, BORDERLINE: around(0.92), CLEAR: around(0.97)})
-    referee = FakeEmbedder({QUESTION: VECTORS[QUESTION]} | {
-        question: around(cosine) for question, cosine in reference.items()
-    }, ready=ready)  # fmt: skip
+    referee = FakeEmbedder(
+        {QUESTION: VECTORS[QUESTION]}
+        | {question: around(cosine) for question, cosine in reference.items()},
+        ready=ready,
+    )
     return AnswerCache(fast, Clock(), referee=Referee(referee, margin=lambda: 0.05)), referee
 
 
@@ -795,8 +797,12 @@ async def test_invented_scopes_cannot_grow_the_cache_past_its_bound(clock: Clock
     assert len(cache) == 5
     assert cache.stats.evicted == 55
     assert [(t, e.keys.query) for t, e in zip(tenants(cache), cache.entries(), strict=True)] == [
-        ("t27", "b"), ("t28", "a"), ("t28", "b"), ("t29", "a"), ("t29", "b")
-    ]  # fmt: skip
+        ("t27", "b"),
+        ("t28", "a"),
+        ("t28", "b"),
+        ("t29", "a"),
+        ("t29", "b"),
+    ]
 
 
 async def test_the_globally_least_recently_used_entry_goes_first(clock: Clock) -> None:
@@ -921,16 +927,25 @@ SCOPE_LIMITS = st.lists(st.integers(1, 4), min_size=len(SCOPES), max_size=len(SC
 BOUNDS = st.builds(CacheBounds, st.integers(1, 8), st.integers(250, 3000))
 STEPS = st.lists(
     st.one_of(
-        st.tuples(st.just("insert"), st.integers(0, len(SCOPES) - 1),
-                  st.integers(0, len(QUESTIONS) - 1), st.integers(0, 2000), st.booleans()),
-        st.tuples(st.just("lookup"), st.integers(0, len(SCOPES) - 1),
-                  st.integers(0, len(QUESTIONS) - 1), st.booleans()),
+        st.tuples(
+            st.just("insert"),
+            st.integers(0, len(SCOPES) - 1),
+            st.integers(0, len(QUESTIONS) - 1),
+            st.integers(0, 2000),
+            st.booleans(),
+        ),
+        st.tuples(
+            st.just("lookup"),
+            st.integers(0, len(SCOPES) - 1),
+            st.integers(0, len(QUESTIONS) - 1),
+            st.booleans(),
+        ),
         st.tuples(st.just("wait"), st.sampled_from([1.0, 30.0])),
         st.tuples(st.just("sweep")),
     ),
     min_size=20,
     max_size=80,
-)  # fmt: skip
+)
 
 
 def consistent(cache: AnswerCache, limits: list[int]) -> None:

@@ -33,10 +33,19 @@ def agrees(row: Comparison) -> bool:
 def test_calibrated_simulator_reproduces_the_real_engine(engine: Process, tmp_path: Path) -> None:
     profile = tmp_path / "smollm2-cpu.toml"
     subprocess.run(
-        overspill_command("sim", "--calibrate", engine.url, "--out", str(profile),
-                          "--calibrate-max-batch", str(MAX_NUM_SEQS)),
-        cwd=ROOT, check=True, timeout=300,
-    )  # fmt: skip
+        overspill_command(
+            "sim",
+            "--calibrate",
+            engine.url,
+            "--out",
+            str(profile),
+            "--calibrate-max-batch",
+            str(MAX_NUM_SEQS),
+        ),
+        cwd=ROOT,
+        check=True,
+        timeout=300,
+    )
     text = profile.read_text()
     assert f"max_seqs = {MAX_NUM_SEQS}\n" in text  # measured, not guessed
     assert "block_size = " in text

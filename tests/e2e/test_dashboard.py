@@ -27,9 +27,17 @@ ADMIN_KEY = "sk-admin-dashboard"
 CLOUD = ("--personality", "cloud", "--decode-base-ms", "1", "--output-tokens", "8")
 # As the machine notes say: without the background-networking flags Chromium keeps trying to
 # reach Google's hosts through this machine's closed network.
-CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking", "--disable-sync",
-                  "--disable-component-update", "--window-size=1400,1500")  # fmt: skip
+CHROMIUM_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-sync",
+    "--disable-component-update",
+    "--window-size=1400,1500",
+)
 
 
 def policy(engine: str, cloud: str) -> str:
@@ -50,10 +58,15 @@ def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
 
 
 def chat(url: str, model: str, tenant: str = "acme", **extra: Any) -> httpx.Response:
-    body = {"model": model, "messages": [{"role": "user", "content": f"q {extra}"}],
-            "max_tokens": 6, **extra}  # fmt: skip
-    return httpx.post(url + "/v1/chat/completions", json=body,
-                      headers={"x-overspill-tenant": tenant}, timeout=30)  # fmt: skip
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": f"q {extra}"}],
+        "max_tokens": 6,
+        **extra,
+    }
+    return httpx.post(
+        url + "/v1/chat/completions", json=body, headers={"x-overspill-tenant": tenant}, timeout=30
+    )
 
 
 def shown(driver: webdriver.Chrome, test: str) -> str:
@@ -62,8 +75,13 @@ def shown(driver: webdriver.Chrome, test: str) -> str:
 
 # Where the traffic went, as sent: 5 + 1 miss + 1 limited local, 3 hits, 2 cloud; a model
 # nobody serves is counted as "other" (clients cannot grow the table).
-TRAFFIC = {"traffic-m-local": "7", "traffic-m-cache": "3", "traffic-m-refused": "2",
-           "traffic-hosted-cloud": "2", "traffic-other-refused": "1"}  # fmt: skip
+TRAFFIC = {
+    "traffic-m-local": "7",
+    "traffic-m-cache": "3",
+    "traffic-m-refused": "2",
+    "traffic-hosted-cloud": "2",
+    "traffic-other-refused": "1",
+}
 
 
 def figures(status: dict[str, Any]) -> dict[str, str]:
@@ -92,8 +110,11 @@ def on_page(driver: webdriver.Chrome, wanted: dict[str, str]) -> dict[str, str]:
 def test_the_dashboard_shows_what_the_proxy_knows(
     browser: webdriver.Chrome, artifact: Callable[[str], Path]
 ) -> None:
-    with sim(*FAST_ENGINE, "--model", "m") as engine, sim(*CLOUD) as cloud, \
-            proxy(policy(engine.url, cloud.url)) as p:  # fmt: skip
+    with (
+        sim(*FAST_ENGINE, "--model", "m") as engine,
+        sim(*CLOUD) as cloud,
+        proxy(policy(engine.url, cloud.url)) as p,
+    ):
         sent = [chat(p.url, "m", temperature=1) for _ in range(5)]  # local
         sent += [chat(p.url, "m", temperature=0, seed=1) for _ in range(4)]  # 1 miss, 3 hits
         sent += [chat(p.url, "hosted") for _ in range(2)]  # cloud

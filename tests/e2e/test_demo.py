@@ -75,13 +75,21 @@ class Demo:
     def chat(
         self, content: str, headers: dict[str, str] | None = None, **extra: Any
     ) -> httpx.Response:
-        return httpx.post(self.url + "/v1/chat/completions", json=body(content, **extra),
-                          headers=headers or SUPPORT, timeout=60)  # fmt: skip
+        return httpx.post(
+            self.url + "/v1/chat/completions",
+            json=body(content, **extra),
+            headers=headers or SUPPORT,
+            timeout=60,
+        )
 
 
 def body(content: str, **extra: Any) -> dict[str, Any]:
-    return {"model": PUBLIC_MODEL, "messages": [{"role": "user", "content": content}],
-            "max_tokens": 16, **extra}  # fmt: skip
+    return {
+        "model": PUBLIC_MODEL,
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": 16,
+        **extra,
+    }
 
 
 def started(process: Process) -> Demo:
@@ -110,8 +118,13 @@ async def burst(url: str, bodies: list[dict[str, Any]]) -> list[httpx.Response]:
 
 
 def test_the_demo_configuration_validates_and_shows_the_product(the_demo: Demo) -> None:
-    checked = subprocess.run(overspill_command("check", str(the_demo.config)), cwd=ROOT,
-                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    checked = subprocess.run(
+        overspill_command("check", str(the_demo.config)),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert checked.returncode == 0, checked.stderr
     assert "OK" in checked.stdout
     policy = the_demo.policy
@@ -135,8 +148,10 @@ async def test_a_burst_above_the_local_capacity_overflows_to_the_cloud(the_demo:
     # Three times what the engines take at once, each long enough to still run when the last
     # arrives, and sampled (never from the cache).
     run = uuid.uuid4().hex[:8]
-    bodies = [body(f"burst {run} {i}", temperature=1.0, max_tokens=100)
-              for i in range(3 * the_demo.local_slots)]  # fmt: skip
+    bodies = [
+        body(f"burst {run} {i}", temperature=1.0, max_tokens=100)
+        for i in range(3 * the_demo.local_slots)
+    ]
     replies = await burst(the_demo.url, bodies)
     assert all(r.status_code == 200 for r in replies), [r.text for r in replies]
     routes = Counter(r.headers["x-overspill-route"].split("/")[0] for r in replies)
@@ -161,10 +176,13 @@ def test_a_repeated_question_without_temperature_comes_from_the_cache(the_demo: 
 
 async def test_personal_data_stays_local_while_the_engines_are_full(the_demo: Demo) -> None:
     run = uuid.uuid4().hex[:8]
-    filler = [body(f"filler {run} {i}", temperature=1.0, max_tokens=100)
-              for i in range(2 * the_demo.local_slots)]  # fmt: skip
-    personal = [body(f"Write to jane.{run}@example.com about order {i}", temperature=1.0)
-                for i in range(3)]  # fmt: skip
+    filler = [
+        body(f"filler {run} {i}", temperature=1.0, max_tokens=100)
+        for i in range(2 * the_demo.local_slots)
+    ]
+    personal = [
+        body(f"Write to jane.{run}@example.com about order {i}", temperature=1.0) for i in range(3)
+    ]
     personal.append(body(f"Call Jane ({run}) back on +1 415 555 0199", temperature=1.0))
     replies = await burst(the_demo.url, filler + personal)
     assert any(r.headers["x-overspill-route"].startswith("cloud/") for r in replies[: len(filler)])
@@ -185,9 +203,11 @@ async def test_the_rate_limited_tenant_gets_429_past_its_limit(the_demo: Demo) -
     bucket = int(limits.requests_per_minute * limits.burst_s / 60)
     async with httpx.AsyncClient(base_url=the_demo.url, timeout=60, headers=RESEARCH) as client:
         replies = await asyncio.gather(
-            *(client.post("/v1/chat/completions", json=body("What is recall?"))
-              for _ in range(3 * bucket))
-        )  # fmt: skip
+            *(
+                client.post("/v1/chat/completions", json=body("What is recall?"))
+                for _ in range(3 * bucket)
+            )
+        )
     refused = [r for r in replies if r.status_code == 429]
     assert refused, Counter(r.status_code for r in replies)
     assert refused[0].headers["x-overspill-limit"] == "requests_per_minute"
@@ -227,8 +247,9 @@ def test_the_traffic_command_sends_the_mix_and_summarises_it(the_demo: Demo) -> 
 
 def test_ctrl_c_stops_the_traffic_command_with_the_summary_so_far(the_demo: Demo) -> None:
     command = overspill_command("demo", "traffic", "--url", the_demo.url, "--seconds", "600")
-    with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True) as process:  # fmt: skip
+    with subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
         assert process.stdout is not None
         lines = iter(process.stdout.readline, "")
         assert any(re.match(r"^\s+\d+ s\s+local", line) for line in lines)  # it is sending
@@ -267,8 +288,10 @@ def test_with_the_local_engines_killed_the_cloud_answers_and_personal_data_is_re
         assert len(locals_) == len(the_demo.policy.backends)
         for pid in locals_:
             os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: not any(b["healthy"] for b in status(the_demo.url)["backends"]),
-                 "the proxy sees every local engine down")  # fmt: skip
+        wait_until(
+            lambda: not any(b["healthy"] for b in status(the_demo.url)["backends"]),
+            "the proxy sees every local engine down",
+        )
         public = the_demo.chat("Which payment methods do you accept?")
         private = the_demo.chat("Forward this to jane.doe@example.com please")
         reached = the_demo.cloud_bodies()
@@ -282,8 +305,9 @@ def test_with_the_local_engines_killed_the_cloud_answers_and_personal_data_is_re
     assert not any("jane.doe" in text for text in reached)
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
-                         ids=["ctrl-c", "sigterm", "sigkill"])  # fmt: skip
+@pytest.mark.parametrize(
+    "stop", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["ctrl-c", "sigterm", "sigkill"]
+)
 def test_stopping_the_demo_leaves_no_process_behind(stop: signal.Signals) -> None:
     with demo() as process:
         children = sims(process.popen.pid)
@@ -348,10 +372,12 @@ def test_the_summary_counts_and_percentiles() -> None:
     assert percentile([0.3, 0.1, 0.2], 50) == 0.2
     assert percentile([float(i) for i in range(1, 101)], 99) == 99.0
     tally = Tally()
-    for outcome in [Outcome("paraphrase", "support", "cache", True, 0.002),
-                    Outcome("personal data", "support", "local", False, 0.05),
-                    Outcome("new, sampled", "support", "local", True, 0.03),
-                    Outcome("new, sampled", "research", "refused", True, 0.001)]:  # fmt: skip
+    for outcome in [
+        Outcome("paraphrase", "support", "cache", True, 0.002),
+        Outcome("personal data", "support", "local", False, 0.05),
+        Outcome("new, sampled", "support", "local", True, 0.03),
+        Outcome("new, sampled", "research", "refused", True, 0.001),
+    ]:
         tally.add(outcome)
     line = tally.live_line(3.0, in_flight=2)
     assert "local    2" in line
@@ -360,8 +386,14 @@ def test_the_summary_counts_and_percentiles() -> None:
     assert tally.recent == []  # each line shows the last second's times
     assert tally.seconds("local", stream=False) == [0.05]
     table = final_table(tally, KINDS, ["support", "research"])
-    assert summary_row(table, "all") == {"requests": 4, "local": 2, "cloud": 0, "cache": 1,
-                                         "refused": 1, "error": 0}  # fmt: skip
+    assert summary_row(table, "all") == {
+        "requests": 4,
+        "local": 2,
+        "cloud": 0,
+        "cache": 1,
+        "refused": 1,
+        "error": 0,
+    }
     assert summary_row(table, "tenant research")["refused"] == 1
     local = next(line for line in table.splitlines() if line.startswith("local "))
     assert local.split() == ["local", "30", "ms", "30", "ms", "50", "ms", "50", "ms"]

@@ -65,9 +65,16 @@ def test_chat_through_the_proxy_answers_and_keeps_usage(gateway: Process) -> Non
     assert usage.prompt_tokens > 5
     assert 1 <= usage.completion_tokens <= 20
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
-    chunks = list(api.chat.completions.create(
-        model=MODEL, messages=ask("What is the capital of France?"), max_tokens=20,  # type: ignore[arg-type]
-        temperature=0, stream=True, stream_options={"include_usage": True}))  # fmt: skip
+    chunks = list(
+        api.chat.completions.create(
+            model=MODEL,
+            messages=ask("What is the capital of France?"),
+            max_tokens=20,  # type: ignore[arg-type]
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == reply.choices[0].message.content
     assert chunks[-1].usage is not None
@@ -79,8 +86,11 @@ def test_completions_streamed_and_not(gateway: Process) -> None:
     whole = api.completions.create(model=MODEL, prompt="The sky is", max_tokens=8, temperature=0)
     assert whole.usage is not None
     assert whole.usage.completion_tokens == 8
-    parts = list(api.completions.create(model=MODEL, prompt="The sky is", max_tokens=8,
-                                        temperature=0, stream=True))  # fmt: skip
+    parts = list(
+        api.completions.create(
+            model=MODEL, prompt="The sky is", max_tokens=8, temperature=0, stream=True
+        )
+    )
     assert "".join(p.choices[0].text for p in parts if p.choices) == whole.choices[0].text
 
 
@@ -88,10 +98,17 @@ async def test_load_snapshot_comes_from_real_metrics(gateway: Process) -> None:
     """Twelve answers at once with --max-num-seqs 8: eight run, four wait, and the proxy's
     /admin/status shows it from the engine's own /metrics."""
     api = openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key="x", max_retries=0, timeout=120)
-    burst = asyncio.gather(*(
-        api.chat.completions.create(model=MODEL, messages=ask(f"Count to {i}"), max_tokens=24,  # type: ignore[arg-type]
-                                    extra_body={"ignore_eos": True})
-        for i in range(12)))  # fmt: skip
+    burst = asyncio.gather(
+        *(
+            api.chat.completions.create(
+                model=MODEL,
+                messages=ask(f"Count to {i}"),
+                max_tokens=24,  # type: ignore[arg-type]
+                extra_body={"ignore_eos": True},
+            )
+            for i in range(12)
+        )
+    )
     seen: list[dict[str, object]] = []
     async with httpx.AsyncClient(base_url=gateway.url) as http:
         while not burst.done() and len(seen) < 400:
@@ -106,8 +123,13 @@ async def test_load_snapshot_comes_from_real_metrics(gateway: Process) -> None:
 
 def long_stream(text: str) -> dict[str, object]:
     """A stream that outlasts the test holding it, on either backend (it is closed early)."""
-    return {"model": MODEL, "messages": ask(text), "max_tokens": 1500, "stream": True,
-            "ignore_eos": True}  # fmt: skip
+    return {
+        "model": MODEL,
+        "messages": ask(text),
+        "max_tokens": 1500,
+        "stream": True,
+        "ignore_eos": True,
+    }
 
 
 def queues_read_empty(p: Process) -> bool:
@@ -143,8 +165,11 @@ def test_least_outstanding_work_between_the_real_engine_and_a_simulator(
     share that depends on how fast this machine runs both (bench/ measures such things)."""
     slow = ("--decode-base-ms", "40", "--prefill-ms-per-token", "0.05")  # 1500 tokens: 60 s
     with sim("--model", MODEL, *slow) as simulator:
-        config = ("[server]\nprobe_interval_s = 0.2\n" + backend_toml("real", "vllm", engine.url)
-                  + backend_toml("sim", "vllm", simulator.url))  # fmt: skip
+        config = (
+            "[server]\nprobe_interval_s = 0.2\n"
+            + backend_toml("real", "vllm", engine.url)
+            + backend_toml("sim", "vllm", simulator.url)
+        )
         with proxy(config) as p, contextlib.ExitStack() as second:
             with held(p.url, long_stream("Tell a long story.")) as first:
                 busy = route_of(first)
@@ -161,8 +186,13 @@ def test_client_disconnect_aborts_the_real_engines_request(
 ) -> None:
     """Asked for exactly 1,500 tokens (ignore_eos), the engine stops short of them once the
     client leaves: that is the abort, whatever the speed of this machine."""
-    body = {"model": MODEL, "messages": ask("Write a very long story."), "max_tokens": 1500,
-            "ignore_eos": True, "stream": True}  # fmt: skip
+    body = {
+        "model": MODEL,
+        "messages": ask("Write a very long story."),
+        "max_tokens": 1500,
+        "ignore_eos": True,
+        "stream": True,
+    }
     generated = metric(engine, "vllm:generation_tokens_total")
     running = "vllm:num_requests_running"
     with httpx.stream(

@@ -105,15 +105,19 @@ def test_the_refusal_names_the_limit_with_the_longer_wait() -> None:
 
 
 def test_a_rate_refusal_names_the_tenant_and_the_limit_in_words() -> None:
-    requests = refused(admitted(TenantLoad(), Limits(requests_per_minute=1, burst_s=60)),
-                       Limits(requests_per_minute=1, burst_s=60))  # fmt: skip
+    requests = refused(
+        admitted(TenantLoad(), Limits(requests_per_minute=1, burst_s=60)),
+        Limits(requests_per_minute=1, burst_s=60),
+    )
     assert requests.message == (
         "tenant 'acme' is over its limit of 1 requests per minute; retry in 60.0 s"
     )
     limits = Limits(tokens_per_minute=1000, burst_s=60)
     tokens = refused(admitted(TenantLoad(), limits, tokens=1000), limits, tokens=250)
-    assert tokens.message == ("tenant 'acme' is over its limit of 1000 tokens per minute (this "
-                              "request: about 250); retry in 15.0 s")  # fmt: skip
+    assert tokens.message == (
+        "tenant 'acme' is over its limit of 1000 tokens per minute (this "
+        "request: about 250); retry in 15.0 s"
+    )
 
 
 def test_max_concurrent_refuses_the_request_beyond_the_cap() -> None:

@@ -225,27 +225,33 @@ def names(plan: RoutingPlan) -> list[str]:
 
 def test_prefix_holder_goes_first_when_it_holds_enough() -> None:
     plan = balanced(
-        load("idle"), load("holder", in_flight=2), load("busy", in_flight=3),
+        load("idle"),
+        load("holder", in_flight=2),
+        load("busy", in_flight=3),
         prefix={"holder": 256, "busy": 64},
-    )  # fmt: skip
+    )
     assert names(plan) == ["holder", "idle", "busy"]
     assert plan.reasons[0] == "prefix: holder holds 256 prompt tokens (2 outstanding)"
 
 
 def test_the_longest_prefix_wins_among_holders() -> None:
     plan = balanced(
-        load("short", in_flight=1), load("long", in_flight=1), load("idle"),
+        load("short", in_flight=1),
+        load("long", in_flight=1),
+        load("idle"),
         prefix={"short": 300, "long": 900},
-    )  # fmt: skip
+    )
     assert names(plan)[0] == "long"
     assert plan.reasons[0] == "prefix: long holds 900 prompt tokens (1 outstanding)"
 
 
 def test_equal_prefixes_go_to_the_least_busy_holder() -> None:
     plan = balanced(
-        load("a", in_flight=3), load("b", in_flight=1), load("idle"),
+        load("a", in_flight=3),
+        load("b", in_flight=1),
+        load("idle"),
         prefix={"a": 512, "b": 512},
-    )  # fmt: skip
+    )
     assert names(plan) == ["b", "idle", "a"]
     assert plan.reasons[0] == "prefix: b holds 512 prompt tokens (1 outstanding)"
 
@@ -258,9 +264,11 @@ def test_a_holder_that_is_also_least_loaded_is_explained_by_its_prefix() -> None
 
 def test_a_prefix_below_min_prefix_tokens_is_least_outstanding_order() -> None:
     plan = balanced(
-        load("holder", in_flight=2), load("idle"), load("busy", in_flight=3),
+        load("holder", in_flight=2),
+        load("idle"),
+        load("busy", in_flight=3),
         prefix={"holder": 255},
-    )  # fmt: skip
+    )
     assert names(plan) == ["idle", "holder", "busy"]
     assert plan.reasons[0] == "least outstanding: idle (0 outstanding)"
 
@@ -282,9 +290,11 @@ def test_no_prefix_at_all_is_least_outstanding_order() -> None:
 def test_a_much_busier_holder_loses_to_the_least_loaded() -> None:
     """10 outstanding vs 2: more than balance_abs (4) beyond, and more than 1.5 times."""
     plan = balanced(
-        load("holder", in_flight=10), load("quiet", in_flight=2), load("mid", in_flight=5),
+        load("holder", in_flight=10),
+        load("quiet", in_flight=2),
+        load("mid", in_flight=5),
         prefix={"holder": 1024},
-    )  # fmt: skip
+    )
     assert names(plan) == ["quiet", "mid", "holder"]
     assert plan.reasons[0] == (
         "prefix on holder (1024 tokens) but it is much busier (10 vs 2 outstanding): "
@@ -300,24 +310,25 @@ def test_engine_queue_counts_toward_much_busier() -> None:
 
 def test_only_the_absolute_threshold_exceeded_keeps_the_holder_first() -> None:
     """20 vs 15 outstanding: 5 more (> 4) but only 1.33 times as many (not > 1.5)."""
-    plan = balanced(load("holder", in_flight=20), load("other", in_flight=15),
-                    prefix={"holder": 512})  # fmt: skip
+    plan = balanced(
+        load("holder", in_flight=20), load("other", in_flight=15), prefix={"holder": 512}
+    )
     assert names(plan) == ["holder", "other"]
     assert plan.reasons[0] == "prefix: holder holds 512 prompt tokens (20 outstanding)"
 
 
 def test_only_the_relative_threshold_exceeded_keeps_the_holder_first() -> None:
     """4 vs 1 outstanding: four times as many (> 1.5) but only 3 more (not > 4)."""
-    plan = balanced(load("holder", in_flight=4), load("other", in_flight=1),
-                    prefix={"holder": 512})  # fmt: skip
+    plan = balanced(load("holder", in_flight=4), load("other", in_flight=1), prefix={"holder": 512})
     assert names(plan) == ["holder", "other"]
     assert plan.reasons[0] == "prefix: holder holds 512 prompt tokens (4 outstanding)"
 
 
 def test_exactly_at_both_thresholds_keeps_the_holder_first() -> None:
     """Both thresholds are strict: 12 vs 8 is 4 more and exactly 1.5 times as many."""
-    plan = balanced(load("holder", in_flight=12), load("other", in_flight=8),
-                    prefix={"holder": 512})  # fmt: skip
+    plan = balanced(
+        load("holder", in_flight=12), load("other", in_flight=8), prefix={"holder": 512}
+    )
     assert names(plan)[0] == "holder"
 
 
@@ -331,9 +342,11 @@ def test_balance_thresholds_are_the_policys() -> None:
 
 def test_least_loaded_ignores_the_prefix() -> None:
     plan = balanced(
-        load("holder", in_flight=2), load("idle"), strategy="least_loaded",
+        load("holder", in_flight=2),
+        load("idle"),
+        strategy="least_loaded",
         prefix={"holder": 4096},
-    )  # fmt: skip
+    )
     assert names(plan) == ["idle", "holder"]
     assert plan.reasons[0] == "least outstanding: idle (0 outstanding)"
 
@@ -346,9 +359,12 @@ def test_round_robin_rotates_with_the_turn_over_backends_by_name() -> None:
 
 def test_round_robin_ignores_load_and_prefix() -> None:
     plan = balanced(
-        load("a", in_flight=50), load("b"), strategy="round_robin", turn=0,
+        load("a", in_flight=50),
+        load("b"),
+        strategy="round_robin",
+        turn=0,
         prefix={"b": 4096},
-    )  # fmt: skip
+    )
     assert names(plan) == ["a", "b"]
     assert plan.reasons[0] == "round robin: a"
 

@@ -51,8 +51,9 @@ def test_env_keys_are_resolved_from_the_given_environ_only(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("ACME_KEY", OTHER)
-    [tenant] = parse_policy(BACKEND + TENANT + 'api_keys = ["env:ACME_KEY"]\n', "f.toml",
-                            {"ACME_KEY": SECRET}).tenants  # fmt: skip
+    [tenant] = parse_policy(
+        BACKEND + TENANT + 'api_keys = ["env:ACME_KEY"]\n', "f.toml", {"ACME_KEY": SECRET}
+    ).tenants
     assert tenant.api_keys == (digest(SECRET),)
     [problem] = problems_of(BACKEND + TENANT + 'api_keys = ["env:ACME_KEY"]\n', {})
     assert problem.message == "environment variable ACME_KEY is not set"
@@ -197,10 +198,12 @@ def test_every_bad_key_declaration_is_reported_at_once() -> None:
 
 def test_a_policy_error_never_shows_a_key_read_from_the_environment() -> None:
     text = (
-        BACKEND + TENANT + 'api_keys = ["env:ACME_KEY", "sha256:0"]\n'
+        BACKEND
+        + TENANT
+        + 'api_keys = ["env:ACME_KEY", "sha256:0"]\n'
         + '\n[[tenants]]\nname = "u"\napi_keys = ["env:ACME_KEY", "env:NOPE"]\n'
         + '\n[auth]\nadmin_keys = ["env:ACME_KEY", "env:ADMIN_KEY", "env:ADMIN_KEY "]\n'
-    )  # fmt: skip
+    )
     error = error_of(text, ENVIRON)
     assert len(error.problems) == 4
     for secret in (SECRET, OTHER, digest(SECRET), digest(OTHER)):

@@ -179,14 +179,20 @@ def test_scaling_by_one_returns_the_same_overflow() -> None:
 
 def test_scaling_scales_every_threshold_and_keeps_hysteresis() -> None:
     overflow = Overflow(
-        max_waiting=8, max_inflight_ratio=1.0, max_kv_cache_usage=0.9, ttft_slo_s=2.0,
+        max_waiting=8,
+        max_inflight_ratio=1.0,
+        max_kv_cache_usage=0.9,
+        ttft_slo_s=2.0,
         hysteresis=0.2,
-    )  # fmt: skip
+    )
     scaled = overflow.scaled(0.5)  # halving is exact in binary floating point
     assert scaled == Overflow(
-        max_waiting=4, max_inflight_ratio=0.5, max_kv_cache_usage=0.45,
-        ttft_slo_s=1.0, hysteresis=0.2,
-    )  # fmt: skip
+        max_waiting=4,
+        max_inflight_ratio=0.5,
+        max_kv_cache_usage=0.45,
+        ttft_slo_s=1.0,
+        hysteresis=0.2,
+    )
     assert overflow.max_waiting == 8  # the original is untouched
 
 
@@ -413,7 +419,7 @@ def test_every_priorities_problem_is_reported_at_once() -> None:
     text = (
         '\n[priorities]\ndefault = "x"\naging_s = 0\n'
         'classes = [{ name = "a", local_share = 2 }, { name = "a", max_wait_s = -1 }]\n'
-    )  # fmt: skip
+    )
     assert [p.key for p in problems_of(BACKEND + text)] == [
         "priorities.aging_s",
         "priorities.classes[0].local_share",

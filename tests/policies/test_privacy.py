@@ -272,8 +272,12 @@ def test_request_texts_reads_prompts_and_embedding_inputs(
 
 
 def test_request_texts_skips_token_ids_numbers_and_the_model_name() -> None:
-    body = {"model": "jane@example.com", "prompt": [[1, 2, 3], [4, 5]], "max_tokens": 5,
-            "temperature": 0.2}  # fmt: skip
+    body = {
+        "model": "jane@example.com",
+        "prompt": [[1, 2, 3], [4, 5]],
+        "max_tokens": 5,
+        "temperature": 0.2,
+    }
     assert request_texts(body) == ["prompt", "max_tokens", "temperature"]
 
 

@@ -8,8 +8,9 @@ from policies.saturation import saturation
 
 
 def backend(in_flight: int = 0, waiting: int | None = None) -> BackendLoad:
-    return BackendLoad(name="a", kind="vllm", healthy=True, models={"m": "m"},
-                       in_flight=in_flight, waiting=waiting)  # fmt: skip
+    return BackendLoad(
+        name="a", kind="vllm", healthy=True, models={"m": "m"}, in_flight=in_flight, waiting=waiting
+    )
 
 
 def test_in_flight_counts_the_new_request() -> None:

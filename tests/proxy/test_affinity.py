@@ -86,8 +86,9 @@ async def test_a_different_prompt_matches_nothing() -> None:
 async def test_completions_prompts_match_too() -> None:
     affinity = Affinity()
     text = "Once upon a time, in a land far away, " * 10
-    await affinity.enter("a", affinity.prompt(request("completions", {"prompt": text}), BALANCING),
-                         BALANCING)  # fmt: skip
+    await affinity.enter(
+        "a", affinity.prompt(request("completions", {"prompt": text}), BALANCING), BALANCING
+    )
     longer = affinity.prompt(request("completions", {"prompt": text + "the end"}), BALANCING)
     assert longer.matched == {"a": len(text) // 32}
 

@@ -14,11 +14,14 @@ from tests.waits import held, in_flight, route_of, wait_until
 
 FAST = ("--decode-base-ms", "2", "--decode-per-seq-ms", "0.1", "--prefill-ms-per-token", "0.01")
 # Slow enough that a held stream of 5,000 tokens outlasts any test holding it (50 s).
-HOLDING = ("--decode-base-ms", "10", "--decode-per-seq-ms", "0.1",
-           "--prefill-ms-per-token", "0.01")  # fmt: skip
+HOLDING = ("--decode-base-ms", "10", "--decode-per-seq-ms", "0.1", "--prefill-ms-per-token", "0.01")
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 20}
-LONG = {"model": "m", "messages": [{"role": "user", "content": "a long story"}],
-        "max_tokens": 5000, "stream": True}  # fmt: skip
+LONG = {
+    "model": "m",
+    "messages": [{"role": "user", "content": "a long story"}],
+    "max_tokens": 5000,
+    "stream": True,
+}
 
 
 def config(*backends: tuple[str, Process]) -> str:

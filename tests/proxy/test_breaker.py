@@ -7,14 +7,22 @@ from proxy.breaker import Breaker, State
 
 # Trips on 3 failures in a row; the failure-rate rule is out of reach (min_calls 1000).
 CONSECUTIVE = BreakerSettings(
-    consecutive_failures=3, failure_rate=0.5, min_calls=1000, window_s=10.0, open_s=5.0,
+    consecutive_failures=3,
+    failure_rate=0.5,
+    min_calls=1000,
+    window_s=10.0,
+    open_s=5.0,
     half_open_probes=2,
-)  # fmt: skip
+)
 # Trips on a 50% failure rate over >= 4 calls in 10 s; the consecutive rule is out of reach.
 RATE = BreakerSettings(
-    consecutive_failures=1000, failure_rate=0.5, min_calls=4, window_s=10.0, open_s=5.0,
+    consecutive_failures=1000,
+    failure_rate=0.5,
+    min_calls=4,
+    window_s=10.0,
+    open_s=5.0,
     half_open_probes=2,
-)  # fmt: skip
+)
 
 
 def state(breaker: Breaker) -> State:

@@ -28,8 +28,9 @@ TENANTS = '[[tenants]]\nname = "acme"\n[[tenants]]\nname = "globex"\n'
 
 
 def config(engine: str, extra: str = "") -> str:
-    return (f"[server]\nprobe_interval_s = 0.2\n{backend_toml('local', 'vllm', engine)}"
-            f"{TENANTS}{extra}")  # fmt: skip
+    return (
+        f"[server]\nprobe_interval_s = 0.2\n{backend_toml('local', 'vllm', engine)}{TENANTS}{extra}"
+    )
 
 
 def received(engine: Process) -> int:
@@ -37,8 +38,13 @@ def received(engine: Process) -> int:
 
 
 def ask(url: str, content: str, tenant: str = "", **extra: object) -> httpx.Response:
-    body = {"model": "sim-model", "messages": [{"role": "user", "content": content}],
-            "temperature": 0, "max_tokens": 12, **extra}  # fmt: skip
+    body = {
+        "model": "sim-model",
+        "messages": [{"role": "user", "content": content}],
+        "temperature": 0,
+        "max_tokens": 12,
+        **extra,
+    }
     headers = {"x-overspill-tenant": tenant} if tenant else {}
     return httpx.post(url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
 
@@ -60,8 +66,12 @@ def stored(url: str, count: int = 1) -> None:
 def engine_busy(engine: Process) -> Iterator[None]:
     """The engine's only sequence (--max-seqs 1) taken by a long stream sent to it directly:
     whatever the proxy sends it meanwhile waits in its queue until the block ends."""
-    body = {"model": "sim-model", "messages": [{"role": "user", "content": "busy"}],
-            "max_tokens": 5000, "stream": True}  # fmt: skip
+    body = {
+        "model": "sim-model",
+        "messages": [{"role": "user", "content": "busy"}],
+        "max_tokens": 5000,
+        "stream": True,
+    }
     with held(engine.url, body):
         yield
 
@@ -94,8 +104,12 @@ def test_a_cached_answer_is_replayed_to_a_streaming_client_and_a_stream_is_cache
     with stack() as (p, engine):
         client = openai.OpenAI(base_url=p.url + "/v1", api_key="k", max_retries=0)
         messages = [{"role": "user", "content": "Name three colours."}]
-        whole = client.chat.completions.create(model="sim-model", messages=messages,  # type: ignore[arg-type]
-                                               temperature=0, max_tokens=12)  # fmt: skip
+        whole = client.chat.completions.create(
+            model="sim-model",
+            messages=messages,  # type: ignore[arg-type]
+            temperature=0,
+            max_tokens=12,
+        )
         stored(p.url)
         before = received(engine)
         with client.chat.completions.with_streaming_response.create(
@@ -116,9 +130,12 @@ def test_a_cached_answer_is_replayed_to_a_streaming_client_and_a_stream_is_cache
 
         # the other way: a streamed answer is stored once complete, then served whole
         stream = client.chat.completions.create(
-            model="sim-model", messages=[{"role": "user", "content": "Count to five."}],
-            temperature=0, max_tokens=10, stream=True,
-        )  # fmt: skip
+            model="sim-model",
+            messages=[{"role": "user", "content": "Count to five."}],
+            temperature=0,
+            max_tokens=10,
+            stream=True,
+        )
         streamed = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
         stored(p.url, 2)
         hit = ask(p.url, "Count to five.", max_tokens=10)
@@ -142,8 +159,12 @@ def test_what_is_not_cacheable_bypasses_the_cache() -> None:
 
 def test_cache_control_no_store_and_no_cache() -> None:
     with stack() as (p, engine):
-        body = {"model": "sim-model", "messages": [{"role": "user", "content": "2+2?"}],
-                "temperature": 0, "max_tokens": 5}  # fmt: skip
+        body = {
+            "model": "sim-model",
+            "messages": [{"role": "user", "content": "2+2?"}],
+            "temperature": 0,
+            "max_tokens": 5,
+        }
         url = p.url + "/v1/chat/completions"
         first = httpx.post(url, json=body, headers={"cache-control": "no-store"})
         assert first.headers["x-overspill-cache"] == "bypass"
@@ -244,8 +265,12 @@ def test_a_new_model_behind_the_public_name_invalidates_its_answers(tmp_path: Pa
     with sim(*FAST_ENGINE, "--model", "m-v1", "--model", "m-v2") as engine:
         one = backend_toml("local", "vllm", engine.url, {"m": "m-v1"}) + extra
         two = backend_toml("local", "vllm", engine.url, {"m": "m-v2"}) + extra
-        body = {"model": "m", "messages": [{"role": "user", "content": "hello"}],
-                "temperature": 0, "max_tokens": 5}  # fmt: skip
+        body = {
+            "model": "m",
+            "messages": [{"role": "user", "content": "hello"}],
+            "temperature": 0,
+            "max_tokens": 5,
+        }
         with proxy(one) as p:
             httpx.post(p.url + "/v1/chat/completions", json=body)
             stored(p.url)
@@ -298,20 +323,31 @@ def test_fifty_identical_requests_make_one_upstream_call(stream: bool) -> None:
 
 
 def test_nondeterministic_requests_are_not_coalesced_unless_the_policy_says_so() -> None:
-    body = {"model": "sim-model", "temperature": 0.9, "max_tokens": 10,
-            "messages": [{"role": "user", "content": "A poem"}]}  # fmt: skip
+    body = {
+        "model": "sim-model",
+        "temperature": 0.9,
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": "A poem"}],
+    }
 
     async def burst(url: str, engine: Process | None = None) -> None:
         """Five at once; with `engine`, held until four have joined the first one's call."""
         async with httpx.AsyncClient() as client:
             if engine is None:
-                await asyncio.gather(*(client.post(url + "/v1/chat/completions", json=body,
-                                                   timeout=30) for _ in range(5)))  # fmt: skip
+                await asyncio.gather(
+                    *(
+                        client.post(url + "/v1/chat/completions", json=body, timeout=30)
+                        for _ in range(5)
+                    )
+                )
                 return
             with engine_busy(engine):
-                posts = [asyncio.create_task(client.post(url + "/v1/chat/completions",
-                                                         json=body, timeout=60))
-                         for _ in range(5)]  # fmt: skip
+                posts = [
+                    asyncio.create_task(
+                        client.post(url + "/v1/chat/completions", json=body, timeout=60)
+                    )
+                    for _ in range(5)
+                ]
                 await eventually(lambda: coalesced(client, url, 4), "4 riders joined")
             await asyncio.gather(*posts)
 
@@ -390,5 +426,7 @@ def test_a_different_system_prompt_is_never_a_semantic_hit() -> None:
         # (0.908), and the similarity reported is the reference's.
         assert httpx.get(p.url + "/admin/status").json()["cache"]["refereed"] == 1
         assert float(hit.headers["x-overspill-cache-similarity"]) == pytest.approx(0.9078, abs=2e-4)
-        assert ask_as("You are a poet.", "what's the capital of france").headers[
-            "x-overspill-cache"] == "miss"  # fmt: skip
+        assert (
+            ask_as("You are a poet.", "what's the capital of france").headers["x-overspill-cache"]
+            == "miss"
+        )

@@ -63,8 +63,9 @@ class Stream:
 
     def run(self) -> None:
         body = {**BODY, "max_tokens": 5000, "stream": True}  # 50 s: running when the engine dies
-        with httpx.stream("POST", self.url + "/v1/chat/completions", json=body,
-                          timeout=30) as response:  # fmt: skip
+        with httpx.stream(
+            "POST", self.url + "/v1/chat/completions", json=body, timeout=30
+        ) as response:
             self.route = response.headers["x-overspill-route"]
             self.started.set()
             for line in response.iter_lines():

@@ -19,8 +19,9 @@ def test_names_are_lowercased_and_single_values_kept() -> None:
 
 
 def test_a_combinable_header_sent_twice_is_joined_in_order() -> None:
-    headers = client_headers(raw(("x-overspill-privacy", "public"),
-                                 ("X-Overspill-Privacy", "restricted")))  # fmt: skip
+    headers = client_headers(
+        raw(("x-overspill-privacy", "public"), ("X-Overspill-Privacy", "restricted"))
+    )
     assert headers["x-overspill-privacy"] == "public, restricted"
 
 

@@ -60,8 +60,9 @@ cloud = ["mini"]
 """
 
 
-AS_USERS_WRITE_IT = '[[clouds]]\nname = "mini"\nmodel = "openai/gpt-4o-mini"\n' \
-                    'api_key_env = "TEST_CLOUD_KEY"\n'  # fmt: skip
+AS_USERS_WRITE_IT = (
+    '[[clouds]]\nname = "mini"\nmodel = "openai/gpt-4o-mini"\napi_key_env = "TEST_CLOUD_KEY"\n'
+)
 
 
 @dataclass
@@ -87,8 +88,11 @@ def boundary(
     target: Callable[[str], str] = lambda cloud: AS_USERS_WRITE_IT, cache: bool = False
 ) -> Iterator[Boundary]:
     """`target`: the policy's [[clouds]] table, given the cloud simulator's URL."""
-    with sim(*FAST_ENGINE, "--model", "sim-model") as engine, sim(*CLOUD) as cloud, \
-            sim(*CLOUD) as attacker:  # fmt: skip
+    with (
+        sim(*FAST_ENGINE, "--model", "sim-model") as engine,
+        sim(*CLOUD) as cloud,
+        sim(*CLOUD) as attacker,
+    ):
         text = policy(engine.url, target(cloud.url), cache)
         env = {"OPENAI_BASE_URL": cloud.url + "/v1", "OPENAI_API_KEY": "sk-not-this-one"}
         with proxy(text, env=env) as p:
@@ -106,20 +110,37 @@ def attacks(attacker: str) -> dict[str, Any]:
     fallbacks or whether a call is made at all."""
     url = attacker + "/v1"
     return {
-        "api_base": url, "base_url": url, "api_key": "sk-attacker", "api_version": "2099-01-01",
-        "custom_llm_provider": "openai", "mock_response": FORGED,
-        "mock_tool_calls": [{"id": "x", "type": "function"}], "mock_timeout": True,
+        "api_base": url,
+        "base_url": url,
+        "api_key": "sk-attacker",
+        "api_version": "2099-01-01",
+        "custom_llm_provider": "openai",
+        "mock_response": FORGED,
+        "mock_tool_calls": [{"id": "x", "type": "function"}],
+        "mock_timeout": True,
         "fallbacks": [{"model": "openai/gpt-4o", "api_base": url}],
-        "input_cost_per_token": 1.0, "output_cost_per_token": 1.0,
-        "input_cost_per_second": 10.0, "output_cost_per_second": 10.0,
+        "input_cost_per_token": 1.0,
+        "output_cost_per_token": 1.0,
+        "input_cost_per_second": 10.0,
+        "output_cost_per_second": 10.0,
         "extra_headers": {"Authorization": "Bearer sk-attacker"},
-        "headers": {"Authorization": "Bearer sk-attacker"}, "extra_body": {"api_base": url},
-        "organization": "evil", "timeout": 0.0001, "num_retries": 9, "max_retries": 9,
+        "headers": {"Authorization": "Bearer sk-attacker"},
+        "extra_body": {"api_base": url},
+        "organization": "evil",
+        "timeout": 0.0001,
+        "num_retries": 9,
+        "max_retries": 9,
         "model_list": [{"model_name": "m", "litellm_params": {"api_base": url}}],
-        "deployment_id": "x", "azure_ad_token": "t", "api_type": "azure",
-        "aws_access_key_id": "AKIAATTACKER", "base_model": "gpt-4", "service_tier": "priority",
-        "litellm_params": {"api_base": url}, "caching": True, "drop_params": False,
-    }  # fmt: skip
+        "deployment_id": "x",
+        "azure_ad_token": "t",
+        "api_type": "azure",
+        "aws_access_key_id": "AKIAATTACKER",
+        "base_model": "gpt-4",
+        "service_tier": "priority",
+        "litellm_params": {"api_base": url},
+        "caching": True,
+        "drop_params": False,
+    }
 
 
 def body(content: str = "what is the boundary?", **extra: Any) -> dict[str, Any]:
@@ -127,8 +148,9 @@ def body(content: str = "what is the boundary?", **extra: Any) -> dict[str, Any]
 
 
 def send(b: Boundary, payload: dict[str, Any], stream: bool = False) -> httpx.Response:
-    return httpx.post(b.proxy.url + "/v1/chat/completions", json={**payload, "stream": stream},
-                      timeout=60)  # fmt: skip
+    return httpx.post(
+        b.proxy.url + "/v1/chat/completions", json={**payload, "stream": stream}, timeout=60
+    )
 
 
 def content_of(response: httpx.Response, stream: bool) -> str:
@@ -144,8 +166,9 @@ def content_of(response: httpx.Response, stream: bool) -> str:
     return "".join(parts)
 
 
-def assert_only_the_policy_decides(b: Boundary, payload: dict[str, Any], stream: bool,
-                                   baseline_cost: float) -> httpx.Response:  # fmt: skip
+def assert_only_the_policy_decides(
+    b: Boundary, payload: dict[str, Any], stream: bool, baseline_cost: float
+) -> httpx.Response:
     cloud_before, spent_before = len(b.received(b.cloud)), b.spent()
     response = send(b, payload, stream)
     assert response.status_code == 200, response.text
@@ -189,14 +212,21 @@ def test_all_of_them_together_change_nothing(stack: Boundary, baseline: dict[boo
         assert set(response.headers["x-overspill-dropped"].split(", ")) == set(every)
 
 
-names = st.text(st.characters(codec="ascii", exclude_categories=("Cc",)), min_size=1,
-                max_size=24).filter(lambda k: k not in ("model", "messages", "stream"))  # fmt: skip
-values = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=12),
-                   st.just("http://127.0.0.1:9/v1"))  # fmt: skip
+names = st.text(
+    st.characters(codec="ascii", exclude_categories=("Cc",)), min_size=1, max_size=24
+).filter(lambda k: k not in ("model", "messages", "stream"))
+values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 5),
+    st.text(max_size=12),
+    st.just("http://127.0.0.1:9/v1"),
+)
 
 
-@settings(max_examples=15, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(extra=st.dictionaries(names, values, min_size=1, max_size=5))
 def test_random_unknown_keys_change_nothing(
     stack: Boundary, baseline: dict[bool, float], extra: dict[str, Any]
@@ -269,8 +299,13 @@ def test_a_malformed_parameter_is_the_callers_400_and_never_opens_the_breaker(
 
 def test_tools_reach_the_cloud() -> None:
     with boundary() as b:
-        tool = {"type": "function", "function": {"name": "weather", "parameters": {
-            "type": "object", "properties": {"city": {"type": "string"}}}}}  # fmt: skip
+        tool = {
+            "type": "function",
+            "function": {
+                "name": "weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
         response = send(b, body(tools=[tool]))
         assert response.status_code == 200, response.text
         assert b.received(b.cloud)[-1]["body"]["tools"][0]["function"]["name"] == "weather"

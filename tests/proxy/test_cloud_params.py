@@ -13,13 +13,40 @@ from proxy.errors import BadRequest
 
 # litellm keyword arguments that are the operator's: destination, credentials, price, whether a
 # call is made, what is called next.
-OPERATORS = ["api_base", "base_url", "api_key", "api_version", "custom_llm_provider",
-             "mock_response", "mock_tool_calls", "mock_timeout", "fallbacks",
-             "input_cost_per_token", "output_cost_per_token", "input_cost_per_second",
-             "output_cost_per_second", "extra_headers", "headers", "extra_body", "organization",
-             "timeout", "num_retries", "max_retries", "model_list", "deployment_id",
-             "azure_ad_token", "api_type", "aws_access_key_id", "caching", "base_model",
-             "drop_params", "litellm_params", "metadata", "store", "service_tier"]  # fmt: skip
+OPERATORS = [
+    "api_base",
+    "base_url",
+    "api_key",
+    "api_version",
+    "custom_llm_provider",
+    "mock_response",
+    "mock_tool_calls",
+    "mock_timeout",
+    "fallbacks",
+    "input_cost_per_token",
+    "output_cost_per_token",
+    "input_cost_per_second",
+    "output_cost_per_second",
+    "extra_headers",
+    "headers",
+    "extra_body",
+    "organization",
+    "timeout",
+    "num_retries",
+    "max_retries",
+    "model_list",
+    "deployment_id",
+    "azure_ad_token",
+    "api_type",
+    "aws_access_key_id",
+    "caching",
+    "base_model",
+    "drop_params",
+    "litellm_params",
+    "metadata",
+    "store",
+    "service_tier",
+]
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0}
 
 
@@ -45,9 +72,15 @@ def test_refuse_names_the_first_unlisted_field() -> None:
 
 
 def test_the_api_parameters_pass_untouched() -> None:
-    body = {**CHAT, "tools": [{"type": "function", "function": {"name": "f"}}],
-            "response_format": {"type": "json_object"}, "seed": 3, "user": "u-1",
-            "stream_options": {"include_usage": True}, "max_completion_tokens": 9}  # fmt: skip
+    body = {
+        **CHAT,
+        "tools": [{"type": "function", "function": {"name": "f"}}],
+        "response_format": {"type": "json_object"},
+        "seed": 3,
+        "user": "u-1",
+        "stream_options": {"include_usage": True},
+        "max_completion_tokens": 9,
+    }
     sent = outbound("chat", body, "refuse")
     assert sent.dropped == ()
     assert sent.params == {k: v for k, v in body.items() if k not in SET_BY_PROXY}
@@ -62,18 +95,28 @@ def test_a_hostile_name_is_cut_and_made_printable_before_it_is_echoed() -> None:
 
 
 body_keys = st.text(min_size=1, max_size=40)
-values = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=30),
-                   st.lists(st.integers(), max_size=3))  # fmt: skip
+values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.text(max_size=30),
+    st.lists(st.integers(), max_size=3),
+)
 
 
 @settings(deadline=None)  # pure, but a loaded machine may pause any example
-@given(extra=st.dictionaries(body_keys, values, max_size=8),
-       endpoint=st.sampled_from(["chat", "completions", "embeddings"]))  # fmt: skip
+@given(
+    extra=st.dictionaries(body_keys, values, max_size=8),
+    endpoint=st.sampled_from(["chat", "completions", "embeddings"]),
+)
 def test_random_extra_keys_only_ever_add_allowed_parameters(
     extra: dict[str, Any], endpoint: str
 ) -> None:
-    base = {"chat": CHAT, "completions": {"model": "m", "prompt": "p"},
-            "embeddings": {"model": "m", "input": "x"}}[endpoint]  # fmt: skip
+    base = {
+        "chat": CHAT,
+        "completions": {"model": "m", "prompt": "p"},
+        "embeddings": {"model": "m", "input": "x"},
+    }[endpoint]
     body = {**extra, **base}
     sent = outbound(endpoint, body)
     assert set(sent.params) <= ALLOWED[endpoint]

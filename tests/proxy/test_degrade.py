@@ -14,8 +14,20 @@ from tests.processes import Process, backend_toml, proxy, sim
 from tests.waits import eventually, held_async, in_flight, queued, wait_until
 
 # One sequence (~0.4 s an answer): while a stream holds it, any other request finds it saturated.
-BIG = ("--model", "m", "--max-seqs", "1", "--decode-base-ms", "40", "--decode-per-seq-ms", "0",
-       "--prefill-ms-per-token", "0.01", "--output-tokens", "10")  # fmt: skip
+BIG = (
+    "--model",
+    "m",
+    "--max-seqs",
+    "1",
+    "--decode-base-ms",
+    "40",
+    "--decode-per-seq-ms",
+    "0",
+    "--prefill-ms-per-token",
+    "0.01",
+    "--output-tokens",
+    "10",
+)
 SMALL = ("--model", "m-small", "--decode-base-ms", "2", "--prefill-ms-per-token", "0.01")
 
 
@@ -43,8 +55,12 @@ def stack(degrade: str) -> Iterator[Process]:
 
 
 def body(text: str, **extra: object) -> dict[str, object]:
-    return {"model": "m", "messages": [{"role": "user", "content": text}], "temperature": 0,
-            **extra}  # fmt: skip
+    return {
+        "model": "m",
+        "messages": [{"role": "user", "content": text}],
+        "temperature": 0,
+        **extra,
+    }
 
 
 # A stream that keeps the big engine's only sequence busy for as long as a test holds it:
@@ -62,8 +78,9 @@ async def beside_a_held_stream(
     waiting for the big engine in the proxy's waiting room."""
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
         async with held_async(client, HOLD) as holding:
-            pressed = [asyncio.create_task(client.post("/v1/chat/completions", json=b))
-                       for b in bodies]  # fmt: skip
+            pressed = [
+                asyncio.create_task(client.post("/v1/chat/completions", json=b)) for b in bodies
+            ]
 
             async def decided() -> bool:
                 answered = sum(task.done() for task in pressed)

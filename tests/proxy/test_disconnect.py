@@ -22,14 +22,30 @@ from tests.clients import send_raw
 from tests.processes import Process, backend_toml, proxy, sim
 from tests.waits import in_flight, wait_until
 
-PROFILE = ("--decode-base-ms", "10", "--prefill-ms-per-token", "0.2",
-           "--max-batched-tokens", "64", "--max-seqs", "4")  # fmt: skip
+PROFILE = (
+    "--decode-base-ms",
+    "10",
+    "--prefill-ms-per-token",
+    "0.2",
+    "--max-batched-tokens",
+    "64",
+    "--max-seqs",
+    "4",
+)
 # 8,000 tokens at >= 10 ms a step: 80 s of decoding.
 LONG_ANSWER = 8000
 # ~30 s of prefill (7,000 tokens in 64-token steps of 266 ms): still under way when the client
 # leaves, however slowly this machine gets there.
-SLOW_PREFILL = ("--decode-base-ms", "10", "--prefill-ms-per-token", "4",
-                "--max-batched-tokens", "64", "--max-seqs", "4")  # fmt: skip
+SLOW_PREFILL = (
+    "--decode-base-ms",
+    "10",
+    "--prefill-ms-per-token",
+    "4",
+    "--max-batched-tokens",
+    "64",
+    "--max-seqs",
+    "4",
+)
 LONG_PROMPT = "word " * 7000
 
 Stats = dict[str, Any]
@@ -123,9 +139,11 @@ def test_sdk_closing_a_stream_aborts(stack: Stack) -> None:
 
     api = openai.OpenAI(base_url=stack.proxy.url + "/v1", api_key="x", max_retries=0)
     stream = api.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "go"}], max_tokens=LONG_ANSWER,
+        model="m",
+        messages=[{"role": "user", "content": "go"}],
+        max_tokens=LONG_ANSWER,
         stream=True,
-    )  # fmt: skip
+    )
     for i, _ in enumerate(stream):
         if i == 5:
             break

@@ -61,20 +61,34 @@ CASES: list[tuple[str, bytes, int, str | None]] = [
     ("/v1/chat/completions", b'{"model": "m"}', 400, "messages"),
     ("/v1/chat/completions", b'{"model": "m", "messages": []}', 400, "messages"),
     ("/v1/chat/completions", b'{"model": "m", "messages": [42]}', 400, "messages[0]"),
-    ("/v1/chat/completions", b'{"model": "m", "messages": [{"content": "x"}]}', 400,
-     "messages[0].role"),
-    ("/v1/chat/completions",
-     b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": 1}', 400,
-     "stream"),
-    ("/v1/chat/completions",
-     b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": -1}', 400,
-     "max_tokens"),
-    ("/v1/chat/completions",
-     b'{"model": "nope", "messages": [{"role": "user", "content": "x"}]}', 404, "model"),
+    (
+        "/v1/chat/completions",
+        b'{"model": "m", "messages": [{"content": "x"}]}',
+        400,
+        "messages[0].role",
+    ),
+    (
+        "/v1/chat/completions",
+        b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": 1}',
+        400,
+        "stream",
+    ),
+    (
+        "/v1/chat/completions",
+        b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": -1}',
+        400,
+        "max_tokens",
+    ),
+    (
+        "/v1/chat/completions",
+        b'{"model": "nope", "messages": [{"role": "user", "content": "x"}]}',
+        404,
+        "model",
+    ),
     ("/v1/completions", b'{"model": "m"}', 400, "prompt"),
     ("/v1/embeddings", b'{"model": "m"}', 400, "input"),
     ("/v1/embeddings", b'{"model": "m", "input": "x", "stream": true}', 400, "stream"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("path", "body", "status", "param"), CASES)
@@ -154,10 +168,16 @@ bodies = st.fixed_dictionaries(
     optional={
         "model": st.just("m") | json_values,
         "messages": st.lists(
-            st.fixed_dictionaries({}, optional={"role": st.just("user") | json_values,
-                                                "content": st.text(max_size=20) | json_values}),
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "role": st.just("user") | json_values,
+                    "content": st.text(max_size=20) | json_values,
+                },
+            ),
             max_size=3,
-        ) | json_values,
+        )
+        | json_values,
         "prompt": st.text(max_size=20) | json_values,
         "input": st.text(max_size=20) | json_values,
         "max_tokens": st.integers(-3, 30) | json_values,
@@ -167,7 +187,7 @@ bodies = st.fixed_dictionaries(
         "n": json_values,
         "tools": json_values,
     },
-)  # fmt: skip
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))

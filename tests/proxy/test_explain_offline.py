@@ -20,7 +20,8 @@ BODY = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hel
 
 def policy(spend_path: Path | None = None) -> Policy:
     server = f'[server]\nspend_path = "{spend_path}"\n' if spend_path else ""
-    return parse_policy(f"""{server}
+    return parse_policy(
+        f"""{server}
 [[backends]]
 name = "local"
 kind = "vllm"
@@ -46,7 +47,10 @@ classes = [
 name = "acme"
 cloud_budget_usd = 1.0
 budget_period = "day"
-""", "f.toml", {"UNUSED_KEY": "k"})  # fmt: skip
+""",
+        "f.toml",
+        {"UNUSED_KEY": "k"},
+    )
 
 
 def explain(chosen: Policy, headers: dict[str, str]) -> dict[str, object]:

@@ -62,8 +62,12 @@ def test_the_core_proxy_serves_with_an_exact_cache() -> None:
     with sim(*FAST_ENGINE, "--model", "m") as engine:
         config = "[server]\nprobe_interval_s = 0.2\n" + backend_toml("a", "vllm", engine.url)
         with proxy(config, env=without_extras()) as p:
-            body = {"model": "m", "messages": [{"role": "user", "content": "hi"}],
-                    "temperature": 0, "max_tokens": 4}  # fmt: skip
+            body = {
+                "model": "m",
+                "messages": [{"role": "user", "content": "hi"}],
+                "temperature": 0,
+                "max_tokens": 4,
+            }
             caches = []
             for _ in range(2):
                 answer = httpx.post(p.url + "/v1/chat/completions", json=body, timeout=30)
@@ -82,8 +86,14 @@ def test_a_policy_with_cloud_targets_is_refused_without_the_cloud_extra(tmp_path
     backend = backend_toml("a", "vllm", "http://127.0.0.1:9", {"m": "m"})
     path.write_text("[server]\nport = 0\n" + backend + cloud_toml("mini", "http://127.0.0.1:9"))
     env = {**os.environ, **without_extras()}
-    done = subprocess.run(overspill_command("serve", "--config", str(path)), env=env,
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)  # fmt: skip
+    done = subprocess.run(
+        overspill_command("serve", "--config", str(path)),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert done.returncode == 2
     assert "overspill[cloud]" in done.stderr
     assert "Traceback" not in done.stderr

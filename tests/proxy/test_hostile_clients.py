@@ -23,9 +23,11 @@ TENANTS = '[[tenants]]\nname = "acme"\n[[tenants]]\nname = "globex"\n'
 def config(engine: str, extra: str = "", body_timeout_s: float = 30) -> str:
     """`extra`: more [server] keys. The semantic layer is off: loading its model is a one-time
     cost that would hide what these tests measure."""
-    return (f"[server]\nprobe_interval_s = 0.2\nbody_timeout_s = {body_timeout_s}\n{extra}\n"
-            f"[cache]\nsemantic = false\n{backend_toml('local', 'vllm', engine)}"
-            f"{TENANTS}")  # fmt: skip
+    return (
+        f"[server]\nprobe_interval_s = 0.2\nbody_timeout_s = {body_timeout_s}\n{extra}\n"
+        f"[cache]\nsemantic = false\n{backend_toml('local', 'vllm', engine)}"
+        f"{TENANTS}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +37,12 @@ def stack() -> Iterator[tuple[Process, Process]]:
 
 
 def chat(url: str, headers: dict[str, str] | None = None, **extra: object) -> httpx.Response:
-    body = {"model": "sim-model", "messages": [{"role": "user", "content": "hi"}],
-            "max_tokens": 3, **extra}  # fmt: skip
+    body = {
+        "model": "sim-model",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 3,
+        **extra,
+    }
     return httpx.post(url + "/v1/chat/completions", json=body, headers=headers or {}, timeout=30)
 
 
@@ -97,8 +103,12 @@ def test_invented_tenant_names_leave_no_trace(stack: tuple[Process, Process]) ->
     p, _ = stack
     with httpx.Client(timeout=30) as client:
         for n in range(300):
-            body = {"model": "sim-model", "temperature": 0, "max_tokens": 2,
-                    "messages": [{"role": "user", "content": f"question {n}"}]}  # fmt: skip
+            body = {
+                "model": "sim-model",
+                "temperature": 0,
+                "max_tokens": 2,
+                "messages": [{"role": "user", "content": f"question {n}"}],
+            }
             headers = {"x-overspill-tenant": f"invented-{n}-{uuid.uuid4().hex}"}
             response = client.post(p.url + "/v1/chat/completions", json=body, headers=headers)
             assert response.status_code == 200
@@ -117,17 +127,26 @@ def test_a_deeply_nested_body_is_a_400(stack: tuple[Process, Process]) -> None:
     p, _ = stack
     for depth in (65, 1000, 1023):
         nested = "[" * depth + "]" * depth
-        raw = ('{"model": "sim-model", "messages": [{"role": "user", "content": "x"}], "x": '
-               + nested + "}")  # fmt: skip
-        response = httpx.post(p.url + "/v1/chat/completions", content=raw, timeout=30,
-                              headers={"content-type": "application/json"})  # fmt: skip
+        raw = (
+            '{"model": "sim-model", "messages": [{"role": "user", "content": "x"}], "x": '
+            + nested
+            + "}"
+        )
+        response = httpx.post(
+            p.url + "/v1/chat/completions",
+            content=raw,
+            timeout=30,
+            headers={"content-type": "application/json"},
+        )
         assert response.status_code == 400, response.text
         assert "nested" in str(openai_error(response)["message"]) or depth > 1000
 
 
 def test_a_trickled_body_gets_a_408() -> None:
-    with sim(*FAST_ENGINE, "--model", "sim-model") as engine, \
-            proxy(config(engine.url, body_timeout_s=1)) as p:  # fmt: skip
+    with (
+        sim(*FAST_ENGINE, "--model", "sim-model") as engine,
+        proxy(config(engine.url, body_timeout_s=1)) as p,
+    ):
         host, port = p.url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port)), timeout=60) as conn:
             head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 500\r\n"
@@ -143,14 +162,17 @@ def test_a_trickled_body_gets_a_408() -> None:
 
 
 def test_connections_beyond_the_limit_are_turned_away_and_come_back() -> None:
-    with sim(*FAST_ENGINE, "--model", "sim-model") as engine, \
-            proxy(config(engine.url, "max_connections = 4", body_timeout_s=60)) as p:  # fmt: skip
+    with (
+        sim(*FAST_ENGINE, "--model", "sim-model") as engine,
+        proxy(config(engine.url, "max_connections = 4", body_timeout_s=60)) as p,
+    ):
         host, port = p.url.removeprefix("http://").split(":")
         held = []
         for _ in range(4):  # requests whose bodies never finish: each holds its connection
             conn = socket.create_connection((host, int(port)), timeout=60)
-            conn.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
-                         b"content-length: 100\r\n\r\n{")  # fmt: skip
+            conn.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{"
+            )
             held.append(conn)
         _wait_for(lambda: chat(p.url).status_code == 503)
         for conn in held:
@@ -162,8 +184,10 @@ def test_silent_or_trickling_connections_are_closed_and_free_their_slots() -> No
     """Connections that send nothing, or only part of a request's head, are closed once the
     head is late: the slots they held serve other clients again."""
     extra = "max_connections = 4\nheader_timeout_s = 1"
-    with sim(*FAST_ENGINE, "--model", "sim-model") as engine, \
-            proxy(config(engine.url, extra, body_timeout_s=60)) as p:  # fmt: skip
+    with (
+        sim(*FAST_ENGINE, "--model", "sim-model") as engine,
+        proxy(config(engine.url, extra, body_timeout_s=60)) as p,
+    ):
         host, port = p.url.removeprefix("http://").split(":")
         silent = [socket.create_connection((host, int(port)), timeout=60) for _ in range(2)]
         trickling = [socket.create_connection((host, int(port)), timeout=60) for _ in range(2)]
@@ -182,16 +206,20 @@ def test_silent_or_trickling_connections_are_closed_and_free_their_slots() -> No
 
 @pytest.mark.parametrize(
     "head",
-    [b"GET /healthz HTTP/1.1\r\nhost: x\r\ncontent-length: 999999999\r\n\r\n",
-     b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 999999\r\n\r\n{"],
+    [
+        b"GET /healthz HTTP/1.1\r\nhost: x\r\ncontent-length: 999999999\r\n\r\n",
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 999999\r\n\r\n{",
+    ],
     ids=["answered, body unread", "408"],
-)  # fmt: skip
+)
 def test_a_connection_that_trickles_after_its_answer_is_closed(head: bytes) -> None:
     """A request is answered (200, or 408 for a body that never came), and the connection then
     trickles bytes that never make a new head: it is closed, its slot freed."""
     extra = "max_connections = 4\nheader_timeout_s = 1"
-    with sim(*FAST_ENGINE, "--model", "sim-model") as engine, \
-            proxy(config(engine.url, extra, body_timeout_s=1)) as p:  # fmt: skip
+    with (
+        sim(*FAST_ENGINE, "--model", "sim-model") as engine,
+        proxy(config(engine.url, extra, body_timeout_s=1)) as p,
+    ):
         host, port = p.url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port)), timeout=60) as conn:
             conn.sendall(head)
@@ -226,8 +254,10 @@ def _idle(p: Process) -> None:
 
     def idle() -> bool:
         backends = httpx.get(p.url + "/admin/status").json()["backends"]
-        return all(b["in_flight"] == 0 and not b["load"]["running"] and not b["load"]["waiting"]
-                   for b in backends)  # fmt: skip
+        return all(
+            b["in_flight"] == 0 and not b["load"]["running"] and not b["load"]["waiting"]
+            for b in backends
+        )
 
     _wait_for(idle)
 
@@ -239,9 +269,12 @@ def _globex_sees(acme_first: bool) -> list[tuple[str, ...]]:
     reason alone would tell whether acme's prompt is held."""
     with contextlib.ExitStack() as stack:
         engine = stack.enter_context(sim(*FAST_ENGINE, "--model", "m"))
-        text = ("[server]\nprobe_interval_s = 0.1\n[cache]\nenabled = false\n"
-                + backend_toml("a", "vllm", engine.url)
-                + TENANTS + '[balancing]\nstrategy = "prefix"\n')  # fmt: skip
+        text = (
+            "[server]\nprobe_interval_s = 0.1\n[cache]\nenabled = false\n"
+            + backend_toml("a", "vllm", engine.url)
+            + TENANTS
+            + '[balancing]\nstrategy = "prefix"\n'
+        )
         p = stack.enter_context(proxy(text))
 
         def ask(tenant: str, question: str) -> httpx.Response:
@@ -254,8 +287,12 @@ def _globex_sees(acme_first: bool) -> list[tuple[str, ...]]:
                     {"role": "user", "content": question},
                 ],
             }
-            response = httpx.post(p.url + "/v1/chat/completions", json=body, timeout=30,
-                                  headers={"x-overspill-tenant": tenant})  # fmt: skip
+            response = httpx.post(
+                p.url + "/v1/chat/completions",
+                json=body,
+                timeout=30,
+                headers={"x-overspill-tenant": tenant},
+            )
             assert response.status_code == 200
             return response
 
@@ -265,9 +302,18 @@ def _globex_sees(acme_first: bool) -> list[tuple[str, ...]]:
         seen = []
         for n in range(3):
             headers = ask("globex", f"globex question {n}").headers
-            seen.append(tuple(headers.get(name, "") for name in (
-                "x-overspill-route", "x-overspill-reason", "x-overspill-cache",
-                "x-overspill-privacy", "x-overspill-priority")))  # fmt: skip
+            seen.append(
+                tuple(
+                    headers.get(name, "")
+                    for name in (
+                        "x-overspill-route",
+                        "x-overspill-reason",
+                        "x-overspill-cache",
+                        "x-overspill-privacy",
+                        "x-overspill-priority",
+                    )
+                )
+            )
         return seen
 
 
@@ -281,10 +327,23 @@ def test_one_tenants_prompts_leave_no_trace_in_anothers_headers() -> None:
 
 # --- headers across the proxy ---------------------------------------------------------------
 
-PROXY_HEADERS = {"content-type", "content-length", "retry-after", "x-request-id", "date",
-                 "server", "x-overspill-route", "x-overspill-reason", "x-overspill-cache",
-                 "x-overspill-privacy", "x-overspill-priority", "x-overspill-cache-similarity",
-                 "x-overspill-degraded", "x-overspill-dropped", "cache-control"}  # fmt: skip
+PROXY_HEADERS = {
+    "content-type",
+    "content-length",
+    "retry-after",
+    "x-request-id",
+    "date",
+    "server",
+    "x-overspill-route",
+    "x-overspill-reason",
+    "x-overspill-cache",
+    "x-overspill-privacy",
+    "x-overspill-priority",
+    "x-overspill-cache-similarity",
+    "x-overspill-degraded",
+    "x-overspill-dropped",
+    "cache-control",
+}
 
 
 def test_only_listed_headers_come_back_and_no_secret_is_shown() -> None:
@@ -293,8 +352,12 @@ def test_only_listed_headers_come_back_and_no_secret_is_shown() -> None:
         backend = backend_toml("local", "vllm", engine.url) + 'api_key_env = "ENGINE_KEY"\n'
         text = "[server]\nprobe_interval_s = 0.2\n" + backend
         with proxy(text, env={"ENGINE_KEY": engine_key}) as p:
-            hostile = {"authorization": "Bearer sk-client-9999", "user-agent": "hostile-agent/1",
-                       "x-overspill-privacy": "public", "cookie": "session=1"}  # fmt: skip
+            hostile = {
+                "authorization": "Bearer sk-client-9999",
+                "user-agent": "hostile-agent/1",
+                "x-overspill-privacy": "public",
+                "cookie": "session=1",
+            }
             response = chat(p.url, hostile)
             assert response.status_code == 200
             assert set(response.headers) <= PROXY_HEADERS
@@ -307,10 +370,17 @@ def test_the_engine_sees_the_operators_key_and_none_of_the_clients_headers() -> 
     engine_key = "sk-engine-key-4321"
     with sim(*FAST_ENGINE, "--model", "sim-model", "--record") as engine:
         backend = backend_toml("local", "vllm", engine.url) + 'api_key_env = "ENGINE_KEY"\n'
-        with proxy("[server]\nprobe_interval_s = 0.2\n" + backend,
-                   env={"ENGINE_KEY": engine_key}) as p:  # fmt: skip
-            chat(p.url, {"authorization": "Bearer sk-client-9999", "user-agent": "hostile/1",
-                         "x-overspill-privacy": "public"})  # fmt: skip
+        with proxy(
+            "[server]\nprobe_interval_s = 0.2\n" + backend, env={"ENGINE_KEY": engine_key}
+        ) as p:
+            chat(
+                p.url,
+                {
+                    "authorization": "Bearer sk-client-9999",
+                    "user-agent": "hostile/1",
+                    "x-overspill-privacy": "public",
+                },
+            )
             recorded = httpx.get(engine.url + "/_sim/requests").json()["requests"]
     chats = [r for r in recorded if r["path"] == "/v1/chat/completions"]
     assert len(chats) == 1

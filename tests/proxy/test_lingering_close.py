@@ -21,9 +21,11 @@ HEADER_TIMEOUT_S = 0.5
 
 
 def config(engine: str, body_timeout_s: float) -> str:
-    return (f"[server]\nmax_body_bytes = {LIMIT}\nheader_timeout_s = {HEADER_TIMEOUT_S}\n"
-            f"body_timeout_s = {body_timeout_s}\n[cache]\nsemantic = false\n"
-            f"{backend_toml('local', 'vllm', engine)}")  # fmt: skip
+    return (
+        f"[server]\nmax_body_bytes = {LIMIT}\nheader_timeout_s = {HEADER_TIMEOUT_S}\n"
+        f"body_timeout_s = {body_timeout_s}\n[cache]\nsemantic = false\n"
+        f"{backend_toml('local', 'vllm', engine)}"
+    )
 
 
 @pytest.fixture
@@ -38,9 +40,11 @@ def connect(p: Process) -> socket.socket:
 
 
 def upload_head(conn: socket.socket) -> None:
-    conn.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
-                 b"content-type: application/json\r\n"
-                 b"content-length: %d\r\n\r\n" % DECLARED)  # fmt: skip
+    conn.sendall(
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
+        b"content-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n" % DECLARED
+    )
     conn.sendall(b"x" * LIMIT)
 
 
@@ -57,8 +61,11 @@ def read_response(conn: socket.socket) -> tuple[bytes, bytes]:
     while b"\r\n\r\n" not in data:
         data += conn.recv(65536)
     head, body = data.split(b"\r\n\r\n", 1)
-    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                  if line.lower().startswith(b"content-length:"))  # fmt: skip
+    length = next(
+        int(line.split(b":")[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
     while len(body) < length:
         body += conn.recv(65536)
     return head, body

@@ -28,8 +28,11 @@ def policy(engine: str, cloud: str, log_prompts: bool) -> str:
 
 @pytest.fixture(scope="module")
 def traffic() -> Iterator[tuple[Process, list[httpx.Response]]]:
-    with sim(*FAST_ENGINE, "--model", "m", "--output-tokens", "6") as engine, \
-            sim(*CLOUD) as cloud, proxy(policy(engine.url, cloud.url, False)) as p:  # fmt: skip
+    with (
+        sim(*FAST_ENGINE, "--model", "m", "--output-tokens", "6") as engine,
+        sim(*CLOUD) as cloud,
+        proxy(policy(engine.url, cloud.url, False)) as p,
+    ):
         sent = []
         url = p.url + "/v1/chat/completions"
         acme = {"x-overspill-tenant": "acme"}
@@ -49,8 +52,7 @@ def traffic() -> Iterator[tuple[Process, list[httpx.Response]]]:
 
 
 def chat(text: str, **extra: Any) -> dict[str, Any]:
-    return {"model": "m", "messages": [{"role": "user", "content": text}], "max_tokens": 6,
-            **extra}  # fmt: skip
+    return {"model": "m", "messages": [{"role": "user", "content": text}], "max_tokens": 6, **extra}
 
 
 def samples(url: str, name: str) -> list[tuple[dict[str, str], float]]:
@@ -108,8 +110,9 @@ def logged(p: Process, sent: list[httpx.Response]) -> None:
     """Wait for each request's log line: a request is counted and logged just after its
     answer is sent, so the client may see the answer first."""
     ids = {response.headers["x-request-id"] for response in sent}
-    wait_until(lambda: ids <= {line["request_id"] for line in log_lines(p)},
-               "a log line for every request")  # fmt: skip
+    wait_until(
+        lambda: ids <= {line["request_id"] for line in log_lines(p)}, "a log line for every request"
+    )
 
 
 def log_lines(p: Process) -> list[dict[str, Any]]:
@@ -150,12 +153,16 @@ def test_one_json_line_per_request_with_its_decision_and_no_prompt(
 
 
 def test_prompts_are_logged_only_when_asked_and_never_when_restricted() -> None:
-    with sim(*FAST_ENGINE, "--model", "m") as engine, sim(*CLOUD) as cloud, \
-            proxy(policy(engine.url, cloud.url, True)) as p:  # fmt: skip
+    with (
+        sim(*FAST_ENGINE, "--model", "m") as engine,
+        sim(*CLOUD) as cloud,
+        proxy(policy(engine.url, cloud.url, True)) as p,
+    ):
         url = p.url + "/v1/chat/completions"
         public = httpx.post(url, json=chat("the public question"))
-        secret = httpx.post(url, json=chat("the secret question"),
-                            headers={"x-overspill-privacy": "restricted"})  # fmt: skip
+        secret = httpx.post(
+            url, json=chat("the secret question"), headers={"x-overspill-privacy": "restricted"}
+        )
         logged(p, [public, secret])
         lines = {line["request_id"]: line for line in log_lines(p)}
     assert lines[public.headers["x-request-id"]]["prompt"] == "the public question"

@@ -67,10 +67,14 @@ def test_chat_content_and_usage_match_the_engine(stack: Stack) -> None:
 def test_streamed_chat_with_usage(stack: Stack) -> None:
     chunks = list(
         stack.client().chat.completions.create(
-            model=PUBLIC, messages=ask("stream"), max_tokens=10, seed=1, stream=True,
+            model=PUBLIC,
+            messages=ask("stream"),
+            max_tokens=10,
+            seed=1,
+            stream=True,
             stream_options={"include_usage": True},
         )
-    )  # fmt: skip
+    )
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     whole = stack.client().chat.completions.create(
         model=PUBLIC, messages=ask("stream"), max_tokens=10, seed=1
@@ -83,8 +87,9 @@ def test_streamed_chat_with_usage(stack: Stack) -> None:
 def test_completions_streamed_and_not(stack: Stack) -> None:
     api = stack.client()
     whole = api.completions.create(model=PUBLIC, prompt="Once", max_tokens=6, seed=2)
-    parts = list(api.completions.create(model=PUBLIC, prompt="Once", max_tokens=6, seed=2,
-                                        stream=True))  # fmt: skip
+    parts = list(
+        api.completions.create(model=PUBLIC, prompt="Once", max_tokens=6, seed=2, stream=True)
+    )
     assert "".join(p.choices[0].text for p in parts if p.choices) == whole.choices[0].text
     assert whole.usage is not None
     assert whole.usage.completion_tokens == 6
@@ -98,10 +103,12 @@ def test_embeddings_and_models(stack: Stack) -> None:
 
 async def test_async_client_streamed_and_not(stack: Stack) -> None:
     api = openai.AsyncOpenAI(base_url=stack.proxy.url + "/v1", api_key="x", max_retries=0)
-    reply = await api.chat.completions.create(model=PUBLIC, messages=ask("a"), max_tokens=5,
-                                              temperature=0)  # fmt: skip
-    stream = await api.chat.completions.create(model=PUBLIC, messages=ask("a"), max_tokens=5,
-                                               temperature=0, stream=True)  # fmt: skip
+    reply = await api.chat.completions.create(
+        model=PUBLIC, messages=ask("a"), max_tokens=5, temperature=0
+    )
+    stream = await api.chat.completions.create(
+        model=PUBLIC, messages=ask("a"), max_tokens=5, temperature=0, stream=True
+    )
     text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert text == reply.choices[0].message.content
     await api.close()
@@ -143,8 +150,10 @@ def test_request_id_and_route_headers(stack: Stack) -> None:
     assert response.headers["x-overspill-route"] in ("local/vllm-a", "local/vllm-b")
     (entry,) = stack.recorded()
     assert entry["headers"]["x-request-id"] == "req-42"  # type: ignore[index]
-    fresh = httpx.post(stack.proxy.url + "/v1/chat/completions",
-                       json={"model": PUBLIC, "messages": ask("x"), "max_tokens": 2})  # fmt: skip
+    fresh = httpx.post(
+        stack.proxy.url + "/v1/chat/completions",
+        json={"model": PUBLIC, "messages": ask("x"), "max_tokens": 2},
+    )
     assert len(fresh.headers["x-request-id"]) == 32
 
 

@@ -108,8 +108,7 @@ async def test_round_robin_alternates_regardless_of_prefix(
 # Each engine is kept busy decoding one long answer, so a scheduler step lasts ~150 ms: a burst
 # reaching an engine within one step is admitted together. vLLM V1 (and the simulator) key a
 # block as soon as it is scheduled, so the engine itself prefills the prefix once per replica.
-BUSY = ("--decode-base-ms", "150", "--decode-per-seq-ms", "0.1",
-        "--prefill-ms-per-token", "0.5")  # fmt: skip
+BUSY = ("--decode-base-ms", "150", "--decode-per-seq-ms", "0.1", "--prefill-ms-per-token", "0.5")
 
 
 def prefill_computed(*sims: Process) -> int:

@@ -16,8 +16,20 @@ from tests.processes import Process, backend_toml, proxy, sim
 from tests.waits import eventually, held_async
 
 # Two sequences at once, ~0.3 s per 10-token answer.
-ENGINE = ("--model", "m", "--max-seqs", "2", "--decode-base-ms", "30", "--decode-per-seq-ms", "0",
-          "--prefill-ms-per-token", "0.01", "--output-tokens", "10")  # fmt: skip
+ENGINE = (
+    "--model",
+    "m",
+    "--max-seqs",
+    "2",
+    "--decode-base-ms",
+    "30",
+    "--decode-per-seq-ms",
+    "0",
+    "--prefill-ms-per-token",
+    "0.01",
+    "--output-tokens",
+    "10",
+)
 
 
 def policy(engine: str, batch_wait_s: float = 20.0) -> str:
@@ -69,8 +81,9 @@ async def waiting(client: httpx.AsyncClient, count: int) -> bool:
 def post(
     client: httpx.AsyncClient, text: str, headers: dict[str, str]
 ) -> asyncio.Task[httpx.Response]:
-    return asyncio.create_task(client.post("/v1/chat/completions", json=body(text),
-                                           headers=headers))  # fmt: skip
+    return asyncio.create_task(
+        client.post("/v1/chat/completions", json=body(text), headers=headers)
+    )
 
 
 def test_interactive_requests_keep_the_engine_while_a_batch_flood_waits() -> None:
@@ -100,18 +113,25 @@ def test_interactive_requests_keep_the_engine_while_a_batch_flood_waits() -> Non
 
 def test_a_batch_tenant_cannot_declare_itself_interactive() -> None:
     with stack() as p:
-        response = httpx.post(p.url + "/v1/chat/completions", json=body("x"), headers={
-            "x-overspill-tenant": "nightly", "x-overspill-priority": "interactive"})  # fmt: skip
+        response = httpx.post(
+            p.url + "/v1/chat/completions",
+            json=body("x"),
+            headers={"x-overspill-tenant": "nightly", "x-overspill-priority": "interactive"},
+        )
         assert response.headers["x-overspill-priority"] == "batch"
-        lowered = httpx.post(p.url + "/v1/chat/completions", json=body("x"),
-                             headers={"x-overspill-priority": "batch"})  # fmt: skip
+        lowered = httpx.post(
+            p.url + "/v1/chat/completions",
+            json=body("x"),
+            headers={"x-overspill-priority": "batch"},
+        )
         assert lowered.headers["x-overspill-priority"] == "batch"  # lowering is always allowed
 
 
 def test_an_unknown_priority_is_a_400() -> None:
     with stack() as p:
-        response = httpx.post(p.url + "/v1/chat/completions",
-                              json={**body("x"), "metadata": {"priority": "urgent!!"}})  # fmt: skip
+        response = httpx.post(
+            p.url + "/v1/chat/completions", json={**body("x"), "metadata": {"priority": "urgent!!"}}
+        )
         assert response.status_code == 400
         error = response.json()["error"]
         assert (error["code"], error["param"]) == ("unknown_priority", "metadata.priority")

@@ -88,8 +88,11 @@ def test_personal_data_in_any_field_never_reaches_the_cloud(
 ) -> None:
     p, cloud = guarded
     before = len(httpx.get(cloud.url + "/_sim/requests").json()["requests"])
-    shape = ({"messages": [{"role": "user", "content": "hello"}]} if path == "chat"
-             else {"prompt": "def main():"})  # fmt: skip
+    shape = (
+        {"messages": [{"role": "user", "content": "hello"}]}
+        if path == "chat"
+        else {"prompt": "def main():"}
+    )
     body = {"model": "m", **shape}
     url = p.url + {"chat": "/v1/chat/completions", "completions": "/v1/completions"}[path]
     clean = httpx.post(url, json=body, timeout=60)
@@ -104,15 +107,18 @@ def test_personal_data_in_any_field_never_reaches_the_cloud(
 
 
 def test_a_privacy_header_sent_twice_takes_the_strictest() -> None:
-    levels = ('[privacy]\nlevels = [{ name = "public" }, '
-              '{ name = "restricted", cloud = "none" }]\n')  # fmt: skip
-    with sim(*FAST_ENGINE, "--model", "sim-model") as engine, \
-            proxy(config(engine.url) + levels) as p:  # fmt: skip
-        for values in (["public", "restricted"], ["restricted", "public"],
-                       ["public, restricted"]):  # fmt: skip
+    levels = '[privacy]\nlevels = [{ name = "public" }, { name = "restricted", cloud = "none" }]\n'
+    with (
+        sim(*FAST_ENGINE, "--model", "sim-model") as engine,
+        proxy(config(engine.url) + levels) as p,
+    ):
+        for values in (["public", "restricted"], ["restricted", "public"], ["public, restricted"]):
             headers = [("x-overspill-privacy", v) for v in values]
-            body = {"model": "sim-model", "max_tokens": 2,
-                    "messages": [{"role": "user", "content": "x"}]}  # fmt: skip
+            body = {
+                "model": "sim-model",
+                "max_tokens": 2,
+                "messages": [{"role": "user", "content": "x"}],
+            }
             url = p.url + "/v1/chat/completions"
             response = httpx.post(url, headers=headers, timeout=30, json=body)
             assert response.status_code == 200
@@ -140,10 +146,13 @@ def test_the_scan_of_a_large_body_does_not_hold_other_requests(
     # digit groups that look almost like phone numbers: the costliest text for the detectors,
     # and 4 MB of it, past the scan cap (what lies beyond counts as detected)
     text = ("+1 23 45 " * 450_000)[: 4_000_000 - 1000]
-    raw = orjson.dumps({"model": "sim-model", "max_tokens": 1,
-                        "messages": [{"role": "user", "content": text}]})  # fmt: skip
-    head = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json"
-            b"\r\ncontent-length: " + str(len(raw)).encode() + b"\r\n\r\n")  # fmt: skip
+    raw = orjson.dumps(
+        {"model": "sim-model", "max_tokens": 1, "messages": [{"role": "user", "content": text}]}
+    )
+    head = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json"
+        b"\r\ncontent-length: " + str(len(raw)).encode() + b"\r\n\r\n"
+    )
     host, port = p.url.removeprefix("http://").split(":")
     with httpx.Client(timeout=120) as client:
         for _ in range(20):  # rounds of big bodies, until one scan is caught running

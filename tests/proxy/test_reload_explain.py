@@ -104,11 +104,14 @@ def test_a_valid_edit_takes_effect_with_no_failed_request(stack: Stack) -> None:
     with traffic(stack.proxy.url) as load:
         wait_until(lambda: len(load.results) >= 3, "traffic before the edit")
         stack.write(policy_text(stack.a.url, stack.b.url, "b"))
-        wait_until(lambda: any(route == "local/b" for _, _, route in load.results),
-                   "the edit took effect")  # fmt: skip
+        wait_until(
+            lambda: any(route == "local/b" for _, _, route in load.results), "the edit took effect"
+        )
         first_b = min(sent for sent, _, route in load.results if route == "local/b")
-        wait_until(lambda: sum(sent > first_b for sent, _, _ in load.results) >= 3,
-                   "traffic after the edit")  # fmt: skip
+        wait_until(
+            lambda: sum(sent > first_b for sent, _, _ in load.results) >= 3,
+            "traffic after the edit",
+        )
     assert load.results[0][2] == "local/a"
     assert all(status == 200 for _, status, _ in load.results)
     assert all(route == "local/b" for sent, _, route in load.results if sent > first_b)
@@ -193,8 +196,12 @@ def test_explain_command_line(tmp_path: Path) -> None:
     )
     out = subprocess.run(
         overspill_command("explain", str(policy), "--request", str(request)),
-        capture_output=True, text=True, cwd=ROOT, timeout=60, check=True,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=True,
+    ).stdout
     result = json.loads(out)
     assert result["privacy"] == {"level": "restricted", "because": ["detected email: restricted"]}
     assert result["targets"] == ["local/a"]

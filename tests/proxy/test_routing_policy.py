@@ -142,9 +142,11 @@ async def test_streamed_overflow_arrives_as_openai_chunks(stack: Stack) -> None:
     api = openai.AsyncOpenAI(base_url=stack.proxy.url + "/v1", api_key="x", max_retries=0)
     with held(stack.proxy.url, holding()):
         stream = await api.chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "stream me"}], max_tokens=8,
+            model="m",
+            messages=[{"role": "user", "content": "stream me"}],
+            max_tokens=8,
             stream=True,
-        )  # fmt: skip
+        )
         chunks = [c async for c in stream]
     await api.close()
     assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) == 8
@@ -211,8 +213,11 @@ async def test_internal_requests_only_reach_the_named_cloud(stack: Stack) -> Non
 
 
 def test_unknown_privacy_level_is_a_400(stack: Stack) -> None:
-    response = httpx.post(stack.proxy.url + "/v1/chat/completions", json=chat("x"),
-                          headers={"X-Overspill-Privacy": "top-secret"})  # fmt: skip
+    response = httpx.post(
+        stack.proxy.url + "/v1/chat/completions",
+        json=chat("x"),
+        headers={"X-Overspill-Privacy": "top-secret"},
+    )
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "unknown_privacy_level"
 
@@ -305,8 +310,9 @@ def test_restricted_requests_stay_local_while_the_policy_is_reloaded(tmp_path: P
             while not responses or reloaded() < 3:
                 # short answers: the restricted ones queue for the one local sequence
                 bodies = [chat(f"filler {i}", max_tokens=8) for i in range(10)]
-                secret = [chat(f"secret {i} for jane.doe@example.com", max_tokens=8)
-                          for i in range(10)]  # fmt: skip
+                secret = [
+                    chat(f"secret {i} for jane.doe@example.com", max_tokens=8) for i in range(10)
+                ]
                 pairs = [b for pair in zip(bodies, secret, strict=True) for b in pair]
                 responses += asyncio.run(burst(p.url, pairs))
             stop.set()

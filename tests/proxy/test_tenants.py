@@ -40,8 +40,10 @@ MODEL = ("--model", "sim-model")
 
 
 def config(engine: str, tenants: str, auth: str = "", cache: bool = False) -> str:
-    return (f"[server]\nprobe_interval_s = 0.2\n{backend_toml('local', 'vllm', engine)}"
-            f"[cache]\nenabled = {str(cache).lower()}\n{auth}{tenants}")  # fmt: skip
+    return (
+        f"[server]\nprobe_interval_s = 0.2\n{backend_toml('local', 'vllm', engine)}"
+        f"[cache]\nenabled = {str(cache).lower()}\n{auth}{tenants}"
+    )
 
 
 KEYED = f"""
@@ -63,8 +65,10 @@ def stack(
     engine_args: tuple[str, ...] = (*FAST_ENGINE, *MODEL),
     cache: bool = False,
 ) -> Iterator[Process]:
-    with sim(*engine_args) as engine, proxy(config(engine.url, tenants, auth, cache),
-                                            env={"GLOBEX_KEY": GLOBEX_KEY}) as p:  # fmt: skip
+    with (
+        sim(*engine_args) as engine,
+        proxy(config(engine.url, tenants, auth, cache), env={"GLOBEX_KEY": GLOBEX_KEY}) as p,
+    ):
         yield p
 
 
@@ -78,8 +82,10 @@ def chat(
     headers = {"authorization": f"Bearer {key}"} if key else {}
     if tenant:
         headers["x-overspill-tenant"] = tenant
-    body: dict[str, object] = {"model": "sim-model",
-                               "messages": [{"role": "user", "content": "hello"}]}  # fmt: skip
+    body: dict[str, object] = {
+        "model": "sim-model",
+        "messages": [{"role": "user", "content": "hello"}],
+    }
     if max_tokens:
         body["max_tokens"] = max_tokens
     body.update(extra)
@@ -118,8 +124,12 @@ def test_an_unknown_caller_is_refused_before_its_body_is_read() -> None:
     with stack(KEYED, "[auth]\nrequire_keys = true\n") as p:
         garbage = httpx.post(p.url + "/v1/chat/completions", content=b"[" * 10_000, timeout=30)
         assert garbage.status_code == 401  # not a 400 about the body: it was never parsed
-        keyed = httpx.post(p.url + "/v1/chat/completions", content=b"[" * 10_000, timeout=30,
-                           headers={"authorization": f"Bearer {ACME_KEY}"})  # fmt: skip
+        keyed = httpx.post(
+            p.url + "/v1/chat/completions",
+            content=b"[" * 10_000,
+            timeout=30,
+            headers={"authorization": f"Bearer {ACME_KEY}"},
+        )
         assert keyed.status_code == 400
 
 
@@ -168,16 +178,23 @@ def test_admin_endpoints_need_the_admin_key_when_one_is_set(tmp_path: Path) -> N
         request.write_text(
             json.dumps({"model": "sim-model", "messages": [{"role": "user", "content": "x"}]})
         )
-        command = [*overspill_command("explain", "unused.toml", "--request", str(request),
-                                      "--proxy", p.url)]  # fmt: skip
-        refused = subprocess.run(command, capture_output=True, text=True, check=False,
-                                 cwd=ROOT)  # fmt: skip
+        command = [
+            *overspill_command(
+                "explain", "unused.toml", "--request", str(request), "--proxy", p.url
+            )
+        ]
+        refused = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT)
         assert refused.returncode == 2
         assert "answered 401" in refused.stderr
         assert "Authorization: Bearer" in refused.stderr
         assert "Traceback" not in refused.stderr
-        allowed = subprocess.run([*command, "--header", f"Authorization: Bearer {ADMIN_KEY}"],
-                                 capture_output=True, text=True, check=False, cwd=ROOT)  # fmt: skip
+        allowed = subprocess.run(
+            [*command, "--header", f"Authorization: Bearer {ADMIN_KEY}"],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=ROOT,
+        )
         assert allowed.returncode == 0, allowed.stderr
         assert json.loads(allowed.stdout)["targets"]
 
@@ -252,17 +269,26 @@ def test_concurrent_requests_beyond_the_cap_are_refused() -> None:
     tenants = KEYED.replace('name = "acme"', 'name = "acme"\nmax_concurrent = 2')
     slow = ("--decode-base-ms", "20", *MODEL)  # a 5,000-token stream lasts 100 s
     headers = {"authorization": f"Bearer {ACME_KEY}"}
-    long = {"model": "sim-model", "messages": [{"role": "user", "content": "x"}],
-            "max_tokens": 5000, "stream": True}  # fmt: skip
+    long = {
+        "model": "sim-model",
+        "messages": [{"role": "user", "content": "x"}],
+        "max_tokens": 5000,
+        "stream": True,
+    }
 
     async def burst(url: str) -> list[int]:
         async with httpx.AsyncClient(timeout=30) as session:
-            body = {"model": "sim-model", "messages": [{"role": "user", "content": "x"}],
-                    "max_tokens": 10}  # fmt: skip
-            responses = await asyncio.gather(*(
-                session.post(url + "/v1/chat/completions", json=body, headers=headers)
-                for _ in range(3)
-            ))  # fmt: skip
+            body = {
+                "model": "sim-model",
+                "messages": [{"role": "user", "content": "x"}],
+                "max_tokens": 10,
+            }
+            responses = await asyncio.gather(
+                *(
+                    session.post(url + "/v1/chat/completions", json=body, headers=headers)
+                    for _ in range(3)
+                )
+            )
             return [r.status_code for r in responses]
 
     with stack(tenants, engine_args=slow) as p:
@@ -277,8 +303,16 @@ def test_concurrent_requests_beyond_the_cap_are_refused() -> None:
 
 # Every answer exactly 20 tokens: a budget's count of answers must not depend on the simulator's
 # random answer lengths (uniform 10-30 by default).
-CLOUD = ("--personality", "cloud", "--decode-base-ms", "1", "--output-tokens", "20",
-         "--output-distribution", "fixed")  # fmt: skip
+CLOUD = (
+    "--personality",
+    "cloud",
+    "--decode-base-ms",
+    "1",
+    "--output-tokens",
+    "20",
+    "--output-distribution",
+    "fixed",
+)
 
 
 def budget_policy(engine: str, cloud: str, budget: float, server: str = "") -> str:
@@ -313,10 +347,17 @@ def test_a_tenant_past_its_cloud_budget_is_never_sent_to_the_cloud_again() -> No
     """Each answer costs about $0.000015 (gpt-4o-mini: ~15 prompt and 20 answer tokens); a
     budget of $0.00004 runs out after three. Streams that did not ask for usage are priced too
     (the proxy asks the provider for it) and still get no usage chunk."""
-    with sim(*FAST_ENGINE, *MODEL) as engine, sim(*CLOUD) as cloud, \
-            proxy(budget_policy(engine.url, cloud.url, 0.00004)) as p:  # fmt: skip
-        sdk = openai.OpenAI(base_url=p.url + "/v1", api_key="sk-dummy", max_retries=0,
-                            default_headers={"x-overspill-tenant": "acme"})  # fmt: skip
+    with (
+        sim(*FAST_ENGINE, *MODEL) as engine,
+        sim(*CLOUD) as cloud,
+        proxy(budget_policy(engine.url, cloud.url, 0.00004)) as p,
+    ):
+        sdk = openai.OpenAI(
+            base_url=p.url + "/v1",
+            api_key="sk-dummy",
+            max_retries=0,
+            default_headers={"x-overspill-tenant": "acme"},
+        )
         served, refusal = 0, None
         for _ in range(10):
             try:
@@ -370,11 +411,13 @@ def _stream_until_refused(url: str, read_lines: int | None) -> tuple[int, httpx.
     """Cloud streams for acme, each read for `read_lines` lines then closed (None: to its end),
     until one is refused: (streams opened, the refusal)."""
     for opened in range(30):
-        with httpx.stream("POST", url + "/v1/chat/completions", timeout=30,
-                          headers={"x-overspill-tenant": "acme"},
-                          json={"model": "m", "stream": True,
-                                "messages": [{"role": "user", "content": "hello"}]}
-                          ) as response:  # fmt: skip
+        with httpx.stream(
+            "POST",
+            url + "/v1/chat/completions",
+            timeout=30,
+            headers={"x-overspill-tenant": "acme"},
+            json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "hello"}]},
+        ) as response:
             if response.status_code != 200:
                 response.read()
                 return opened, response
@@ -390,8 +433,16 @@ def _spend(url: str) -> tuple[float, dict[str, float]]:
     return status["cloud_spend_usd"], {t["name"]: t["cloud_spent_usd"] for t in status["tenants"]}
 
 
-LONG_ANSWERS = ("--personality", "cloud", "--decode-base-ms", "5", "--output-tokens", "400",
-                "--output-distribution", "fixed")  # fmt: skip
+LONG_ANSWERS = (
+    "--personality",
+    "cloud",
+    "--decode-base-ms",
+    "5",
+    "--output-tokens",
+    "400",
+    "--output-distribution",
+    "fixed",
+)
 BREAKER_OFF = "[breaker]\nconsecutive_failures = 1000\nmin_calls = 1000\n"
 
 
@@ -399,8 +450,11 @@ def test_streams_cut_midway_are_charged_for_what_passed_until_the_budget_refuses
     """The provider cuts every stream after six chunks (no usage chunk ever comes): each is
     charged for what passed, far less than a whole 400-token answer, so several fit the budget,
     then acme is refused; the proxy's spend is the sum of its tenants'."""
-    with sim(*FAST_ENGINE, *MODEL) as engine, sim(*LONG_ANSWERS) as cloud, \
-            proxy(budget_policy(engine.url, cloud.url, 0.00003) + BREAKER_OFF) as p:  # fmt: skip
+    with (
+        sim(*FAST_ENGINE, *MODEL) as engine,
+        sim(*LONG_ANSWERS) as cloud,
+        proxy(budget_policy(engine.url, cloud.url, 0.00003) + BREAKER_OFF) as p,
+    ):
         httpx.post(cloud.url + "/_sim/faults", json={"drop_after_chunks": 6})
         opened, refused = _stream_until_refused(p.url, None)
         assert refused is not None, "never charged: the budget never ran out"
@@ -415,8 +469,11 @@ def test_streams_cut_midway_are_charged_for_what_passed_until_the_budget_refuses
 def test_streams_closed_early_by_the_client_are_charged_until_refused() -> None:
     """A client that closes each cloud stream after three lines, before the usage chunk: the
     first close is charged, and acme is refused once its budget is spent."""
-    with sim(*FAST_ENGINE, *MODEL) as engine, sim(*LONG_ANSWERS) as cloud, \
-            proxy(budget_policy(engine.url, cloud.url, 0.00003)) as p:  # fmt: skip
+    with (
+        sim(*FAST_ENGINE, *MODEL) as engine,
+        sim(*LONG_ANSWERS) as cloud,
+        proxy(budget_policy(engine.url, cloud.url, 0.00003)) as p,
+    ):
         assert _stream_one_and_close(p.url) == 200
         _until(lambda: _spend(p.url)[1]["acme"] > 0)  # the proxy notices the close, charges
         _, refused = _stream_until_refused(p.url, 3)
@@ -441,16 +498,28 @@ def test_local_streams_closed_early_still_use_the_token_rate() -> None:
     runs); each stream asks for up to 50 and is closed after three lines: it is charged what
     passed (prompt and pieces), not nothing, so the tenant is soon refused."""
     tenants = KEYED.replace('name = "acme"', 'name = "acme"\ntokens_per_minute = 6\nburst_s = 1000')
-    long = (*MODEL, "--decode-base-ms", "5", "--output-tokens", "400",
-            "--output-distribution", "fixed")  # fmt: skip
+    long = (
+        *MODEL,
+        "--decode-base-ms",
+        "5",
+        "--output-tokens",
+        "400",
+        "--output-distribution",
+        "fixed",
+    )
     with stack(tenants, engine_args=long) as p:
-        body = {"model": "sim-model", "stream": True, "max_tokens": 50,
-                "messages": [{"role": "user", "content": "hello"}]}  # fmt: skip
+        body = {
+            "model": "sim-model",
+            "stream": True,
+            "max_tokens": 50,
+            "messages": [{"role": "user", "content": "hello"}],
+        }
         headers = {"authorization": f"Bearer {ACME_KEY}"}
         refused, opened = None, 0
         for _ in range(30):
-            with httpx.stream("POST", p.url + "/v1/chat/completions", json=body,
-                              headers=headers, timeout=30) as response:  # fmt: skip
+            with httpx.stream(
+                "POST", p.url + "/v1/chat/completions", json=body, headers=headers, timeout=30
+            ) as response:
                 if response.status_code != 200:
                     response.read()
                     refused = response
@@ -471,15 +540,23 @@ def test_cloud_answers_the_client_gave_up_on_are_charged_until_refused() -> None
     """The provider holds every answer back; each time, once the call has reached it, the
     client gives up and closes its connection. The proxy charges the request's estimate (the
     provider bills the work it started), and acme is refused once its budget is spent."""
-    with sim(*FAST_ENGINE, *MODEL) as engine, sim(*LONG_ANSWERS) as cloud, \
-            proxy(budget_policy(engine.url, cloud.url, 0.0001)) as p:  # fmt: skip
+    with (
+        sim(*FAST_ENGINE, *MODEL) as engine,
+        sim(*LONG_ANSWERS) as cloud,
+        proxy(budget_policy(engine.url, cloud.url, 0.0001)) as p,
+    ):
         httpx.post(cloud.url + "/_sim/faults", json={"hang_s": 600})
-        body = orjson.dumps({"model": "m", "max_tokens": 60,
-                             "messages": [{"role": "user", "content": "hi"}]})  # fmt: skip
+        body = orjson.dumps(
+            {"model": "m", "max_tokens": 60, "messages": [{"role": "user", "content": "hi"}]}
+        )
         host, port = p.url.removeprefix("http://").split(":")
-        request = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-overspill-tenant: acme"
-                   b"\r\ncontent-type: application/json\r\ncontent-length: "
-                   + str(len(body)).encode() + b"\r\n\r\n" + body)  # fmt: skip
+        request = (
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-overspill-tenant: acme"
+            b"\r\ncontent-type: application/json\r\ncontent-length: "
+            + str(len(body)).encode()
+            + b"\r\n\r\n"
+            + body
+        )
         answer, given_up = b"", 0
         while not answer and given_up < 20:
             with socket.create_connection((host, int(port)), timeout=60) as conn:
@@ -518,9 +595,11 @@ ENDLESS = 20_000
 
 
 def test_a_cloud_stream_the_client_leaves_is_closed_at_the_provider() -> None:
-    with sim(*FAST_ENGINE, *MODEL) as engine, \
-            sim(*LONG_ANSWERS, "--output-tokens", str(ENDLESS)) as cloud, \
-            proxy(budget_policy(engine.url, cloud.url, 1.0)) as p:  # fmt: skip
+    with (
+        sim(*FAST_ENGINE, *MODEL) as engine,
+        sim(*LONG_ANSWERS, "--output-tokens", str(ENDLESS)) as cloud,
+        proxy(budget_policy(engine.url, cloud.url, 1.0)) as p,
+    ):
         assert _stream_one_and_close(p.url) == 200
         stats = wait_until(lambda: _ended(cloud), "the provider's answer ended")
         assert stats["aborted"] == 1  # not finished: cut short by the proxy

@@ -62,8 +62,13 @@ async def test_a_stream_reports_the_usage_chunk_even_cut_in_two() -> None:
 
 
 async def test_a_stream_without_usage_counts_its_content_chunks() -> None:
-    parts = (event({"choices": [{"delta": {"role": "assistant"}}]}), delta("a"), delta("b"),
-             delta("c"), b"data: [DONE]\n\n")  # fmt: skip
+    parts = (
+        event({"choices": [{"delta": {"role": "assistant"}}]}),
+        delta("a"),
+        delta("b"),
+        delta("c"),
+        b"data: [DONE]\n\n",
+    )
     assert (await run(True, *parts))[1] == [Usage(100, 3)]  # the prompt estimate + 3 pieces
 
 

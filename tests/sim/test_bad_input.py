@@ -32,26 +32,47 @@ CASES: list[tuple[str, bytes, int, str | None]] = [
     ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}]}', 400, "model"),
     ("/v1/chat/completions", b'{"model": "m"}', 400, "messages"),
     ("/v1/chat/completions", b'{"model": "m", "messages": "hi"}', 400, "messages"),
-    ("/v1/chat/completions", b'{"model": "m", "messages": [{"content": "x"}]}', 400,
-     "messages[0].role"),
+    (
+        "/v1/chat/completions",
+        b'{"model": "m", "messages": [{"content": "x"}]}',
+        400,
+        "messages[0].role",
+    ),
     ("/v1/chat/completions", b'{"model": 5, "messages": [{"role": "user"}]}', 400, "model"),
-    ("/v1/chat/completions",
-     b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": "ten"}',
-     400, "max_tokens"),
-    ("/v1/chat/completions",
-     b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 5}',
-     400, "temperature"),
-    ("/v1/chat/completions",
-     b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}',
-     400, "stream"),
-    ("/v1/chat/completions",
-     b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 3}', 400, "n"),
-    ("/v1/chat/completions",
-     b'{"model": "nope", "messages": [{"role": "user", "content": "x"}]}', 404, "model"),
+    (
+        "/v1/chat/completions",
+        b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": "ten"}',
+        400,
+        "max_tokens",
+    ),
+    (
+        "/v1/chat/completions",
+        b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 5}',
+        400,
+        "temperature",
+    ),
+    (
+        "/v1/chat/completions",
+        b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}',
+        400,
+        "stream",
+    ),
+    (
+        "/v1/chat/completions",
+        b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 3}',
+        400,
+        "n",
+    ),
+    (
+        "/v1/chat/completions",
+        b'{"model": "nope", "messages": [{"role": "user", "content": "x"}]}',
+        404,
+        "model",
+    ),
     ("/v1/completions", b'{"model": "m", "prompt": 42}', 400, "prompt"),
     ("/v1/completions", b'{"model": "m", "prompt": "x", "stop": 3}', 400, "stop"),
     ("/v1/embeddings", b'{"model": "m", "input": 3}', 400, "input"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("path", "body", "status", "param"), CASES)
@@ -88,11 +109,15 @@ fields = st.fixed_dictionaries(
         "model": st.sampled_from(["m", "other"]) | json_values,
         "messages": st.lists(
             st.fixed_dictionaries(
-                {}, optional={"role": st.sampled_from(["user", "system"]) | json_values,
-                              "content": st.text(max_size=30) | json_values}
+                {},
+                optional={
+                    "role": st.sampled_from(["user", "system"]) | json_values,
+                    "content": st.text(max_size=30) | json_values,
+                },
             ),
             max_size=3,
-        ) | json_values,
+        )
+        | json_values,
         "prompt": st.text(max_size=30) | json_values,
         "input": st.text(max_size=30) | json_values,
         "max_tokens": st.integers(-5, 40) | json_values,
@@ -105,7 +130,7 @@ fields = st.fixed_dictionaries(
         "stream_options": st.fixed_dictionaries({"include_usage": st.booleans()}) | json_values,
         "tools": json_values,
     },
-)  # fmt: skip
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))

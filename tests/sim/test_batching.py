@@ -22,8 +22,16 @@ from tests.processes import Process, sim
 from tests.waits import wait_until
 
 MAX_SEQS = 8
-PROFILE = ("--decode-base-ms", "10", "--decode-per-seq-ms", "0.5",
-           "--prefill-ms-per-token", "0.01", "--max-seqs", str(MAX_SEQS))  # fmt: skip
+PROFILE = (
+    "--decode-base-ms",
+    "10",
+    "--decode-per-seq-ms",
+    "0.5",
+    "--prefill-ms-per-token",
+    "0.01",
+    "--max-seqs",
+    str(MAX_SEQS),
+)
 # 8,000 tokens at >= 10 ms a step: 80 s of decoding, so a request is still running whenever
 # the test looks, however slow this machine is; the test ends it by closing its connection.
 LONG_ANSWER = {"model": "m", "prompt": "go", "max_tokens": 8000, "temperature": 0}

@@ -40,14 +40,18 @@ def value(text: str, key: str) -> float:
 
 def test_calibrating_a_known_simulator_recovers_its_profile(tmp_path: Path) -> None:
     args = [f"--{k.replace('_', '-')}={v}" for k, v in KNOWN.items()]
-    with sim("--model", "m", "--max-seqs", "6", "--block-size", "32", "--kv-tokens", "65536",
-             *args) as engine:  # fmt: skip
+    with sim(
+        "--model", "m", "--max-seqs", "6", "--block-size", "32", "--kv-tokens", "65536", *args
+    ) as engine:
         out = tmp_path / "profile.toml"
         subprocess.run(
-            overspill_command("sim", "--calibrate", engine.url, "--calibrate-max-batch", "4",
-                              "--out", str(out)),
-            cwd=ROOT, check=True, timeout=120,
-        )  # fmt: skip
+            overspill_command(
+                "sim", "--calibrate", engine.url, "--calibrate-max-batch", "4", "--out", str(out)
+            ),
+            cwd=ROOT,
+            check=True,
+            timeout=120,
+        )
         text = out.read_text()
         assert value(text, "max_seqs") == 6
         assert value(text, "block_size") == 32  # the simulator counts tokens as it does

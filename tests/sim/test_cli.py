@@ -25,8 +25,11 @@ def test_bad_profile_exits_2_naming_the_key(tmp_path: Path) -> None:
     profile.write_text("[engine]\nmax_seqs = 'many'\n")
     result = subprocess.run(
         overspill_command("sim", "--profile", str(profile)),
-        capture_output=True, text=True, cwd=ROOT, timeout=30,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=30,
+    )
     assert result.returncode == 2
     assert "engine.max_seqs" in result.stderr
     assert "expected int" in result.stderr
@@ -35,7 +38,10 @@ def test_bad_profile_exits_2_naming_the_key(tmp_path: Path) -> None:
 def test_invalid_flag_value_exits_2() -> None:
     result = subprocess.run(
         overspill_command("sim", "--max-seqs", "0"),
-        capture_output=True, text=True, cwd=ROOT, timeout=30,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=30,
+    )
     assert result.returncode == 2
     assert "max_seqs must be at least 1" in result.stderr

@@ -19,8 +19,9 @@ CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}],
 
 @pytest.fixture(scope="module")
 def cloud() -> Iterator[Process]:
-    with sim("--personality", "cloud", "--network-latency-ms", "150",
-             "--decode-base-ms", "2") as process:  # fmt: skip
+    with sim(
+        "--personality", "cloud", "--network-latency-ms", "150", "--decode-base-ms", "2"
+    ) as process:
         yield process
 
 
@@ -61,8 +62,9 @@ def running(cloud: Process, count: int) -> dict[str, Any]:
 def test_large_capacity_nobody_waits() -> None:
     """60 requests at once all run together, none queues: the engine's own counts, taken while
     every answer is still being written (each lasts ~100 s, far longer than the test)."""
-    with sim("--personality", "cloud", "--network-latency-ms", "0",
-             "--decode-base-ms", "50") as cloud:  # fmt: skip
+    with sim(
+        "--personality", "cloud", "--network-latency-ms", "0", "--decode-base-ms", "50"
+    ) as cloud:
         body = {**CHAT, "max_tokens": 2000}
         connections = [send_raw(cloud.url, "/v1/chat/completions", body) for _ in range(60)]
         try:
@@ -78,8 +80,16 @@ def test_rate_limit_returns_429_with_retry_after() -> None:
     request refills every 10 s: the loop outruns the refill unless a request takes seconds (a
     hang, not a slow machine). How the bucket refills is tests/sim/test_limits.py's, on a fake
     clock."""
-    with sim("--personality", "cloud", "--rate-limit-rpm", "6", "--network-latency-ms", "0",
-             "--decode-base-ms", "1") as cloud:  # fmt: skip
+    with sim(
+        "--personality",
+        "cloud",
+        "--rate-limit-rpm",
+        "6",
+        "--network-latency-ms",
+        "0",
+        "--decode-base-ms",
+        "1",
+    ) as cloud:
         passed = 0
         limited = httpx.post(cloud.url + "/v1/chat/completions", json=CHAT)
         while limited.status_code == 200 and passed < 60:

@@ -19,14 +19,30 @@ from tests.processes import Process, sim
 from tests.waits import wait_until
 
 # Long prompts are prefilled in chunks of 256 tokens (~60 ms steps), so an abort lands quickly.
-PROFILE = ("--decode-base-ms", "10", "--prefill-ms-per-token", "0.2",
-           "--max-batched-tokens", "256", "--max-seqs", "1")  # fmt: skip
+PROFILE = (
+    "--decode-base-ms",
+    "10",
+    "--prefill-ms-per-token",
+    "0.2",
+    "--max-batched-tokens",
+    "256",
+    "--max-seqs",
+    "1",
+)
 # 8,000 tokens at >= 10 ms a step: 80 s of decoding, more than any wait below allows.
 LONG_ANSWER = 8000
 # A prefill of ~30 s (7,000 tokens in 64-token steps of 266 ms): still under way whenever the
 # client leaves, however slowly this machine gets there.
-SLOW_PREFILL = ("--decode-base-ms", "10", "--prefill-ms-per-token", "4",
-                "--max-batched-tokens", "64", "--max-seqs", "1")  # fmt: skip
+SLOW_PREFILL = (
+    "--decode-base-ms",
+    "10",
+    "--prefill-ms-per-token",
+    "4",
+    "--max-batched-tokens",
+    "64",
+    "--max-seqs",
+    "1",
+)
 LONG_PROMPT = "word " * 7000
 
 Stats = dict[str, Any]
@@ -104,8 +120,10 @@ def test_disconnect_while_queued_aborts_the_waiting_sequence(engine: Process) ->
 def test_disconnect_during_injected_hang_is_counted(engine: Process) -> None:
     httpx.post(engine.url + "/_sim/faults", json={"hang_s": 600})
     sock = send_raw(engine.url, {"model": "m", "prompt": "x", "max_tokens": 3})
-    wait_until(lambda: httpx.get(engine.url + "/_sim/requests").json()["count"] == 1,
-               "the request arrived (it hangs before the engine)")  # fmt: skip
+    wait_until(
+        lambda: httpx.get(engine.url + "/_sim/requests").json()["count"] == 1,
+        "the request arrived (it hangs before the engine)",
+    )
     sock.close()
     ended = wait_for(engine.url, lambda s: s["disconnects"] == 1, "a disconnect")
     assert ended["requests"] == 0  # it never reached the engine

@@ -18,8 +18,9 @@ LOAD_MS = 400
 @pytest.fixture(scope="module")
 def server() -> Iterator[Process]:
     args = ("--personality", "ollama", "--model", "llama3:8b", "--model", "qwen:7b")
-    with sim(*args, "--model", "phi3:mini", "--max-loaded", "2", "--load-ms", str(LOAD_MS),
-             *FAST_ENGINE) as process:  # fmt: skip
+    with sim(
+        *args, "--model", "phi3:mini", "--max-loaded", "2", "--load-ms", str(LOAD_MS), *FAST_ENGINE
+    ) as process:
         yield process
 
 

@@ -19,8 +19,16 @@ import pytest
 
 from tests.processes import Process, sim
 
-PROFILE = ("--decode-base-ms", "5", "--decode-per-seq-ms", "0.1",
-           "--prefill-ms-per-token", "0.5", "--max-batched-tokens", "4096")  # fmt: skip
+PROFILE = (
+    "--decode-base-ms",
+    "5",
+    "--decode-per-seq-ms",
+    "0.1",
+    "--prefill-ms-per-token",
+    "0.5",
+    "--max-batched-tokens",
+    "4096",
+)
 SYSTEM = "You are a helpful assistant for the travel desk. " * 100  # ~1,000 tokens
 
 

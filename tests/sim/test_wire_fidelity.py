@@ -37,8 +37,9 @@ def test_vllm_stream_puts_finish_reason_on_the_last_token_and_omits_null_usage()
 
 
 def test_cloud_stream_closes_with_an_empty_delta_and_null_usage() -> None:
-    with sim("--personality", "cloud", "--model", "m", "--network-latency-ms", "0",
-             *FAST_ENGINE) as cloud:  # fmt: skip
+    with sim(
+        "--personality", "cloud", "--model", "m", "--network-latency-ms", "0", *FAST_ENGINE
+    ) as cloud:
         chunks = events(cloud.url)
     choices = [c["choices"][0] for c in chunks if c["choices"]]  # type: ignore[index]
     assert [c["finish_reason"] for c in choices] == [None, None, None, None, "length"]  # type: ignore[index]

@@ -1,0 +1,322 @@
+"""The request path without sockets or processes: the real Pipeline (under the real ASGI
+response, PipelineResponse) with scripted engine and cloud legs and a fake clock. Each test is
+one branch: where a request goes, what is retried, what falls back, what never leaves.
+
+Process-level tests (tests/proxy/test_*.py with real simulators) keep the end-to-end promises;
+these show the branches in milliseconds."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import pytest
+
+from policies.identity import Identity
+from policies.loader import parse_policy
+from policies.model import CloudTarget, Policy, Timeouts
+from proxy.answer import Answer
+from proxy.backends import Backends
+from proxy.cloud import Cloud, CloudAnswer
+from proxy.cloud_params import Unlisted
+from proxy.errors import UpstreamError, UpstreamStatus, UpstreamUnavailable
+from proxy.handlers import PipelineResponse
+from proxy.pipeline import Pipeline
+from proxy.runtime import Runtime
+from proxy.schema import ProxyRequest, parse_request
+from tests.fakes import FakeClock
+
+Step = UpstreamError | bytes  # an error to raise, or a whole JSON answer
+
+
+def chat_answer(text: str) -> bytes:
+    return orjson.dumps(
+        {
+            "id": "c1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+        }
+    )
+
+
+@dataclass
+class Whole:
+    """A non-streamed answer."""
+
+    body: bytes
+    stream: bool = False
+    status: int = 200
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        return [(b"content-type", b"application/json")]
+
+    async def read(self) -> bytes:
+        return self.body
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        yield self.body
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class Engines:
+    """The local engines' client, scripted per backend: each call takes that backend's next
+    step (the last one repeats). Records every call."""
+
+    script: dict[str, list[Step]]
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    calls: list[str] = field(default_factory=list)
+
+    async def open(
+        self, backend: str, url: str, body: bytes, headers: Mapping[str, str], stream: bool
+    ) -> Answer:
+        steps = self.script[backend]
+        step = steps[min(self.calls.count(backend), len(steps) - 1)]
+        self.calls.append(backend)
+        if isinstance(step, UpstreamError):
+            raise step
+        return Whole(step)
+
+    async def get(self, url: str, limit_s: float) -> tuple[int, bytes]:
+        raise AssertionError("no probes in unit tests")
+
+    async def close(self) -> None:
+        pass
+
+
+class ScriptedCloud(Cloud):
+    """The cloud leg without litellm: answers every call, and records what it was sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.received: list[dict[str, Any]] = []
+
+    async def open(
+        self,
+        target: CloudTarget,
+        request: ProxyRequest,
+        request_id: str,
+        charge: Callable[[float], None] = lambda usd: None,
+        unlisted: Unlisted = "drop",
+    ) -> CloudAnswer:
+        self.received.append(request.body)
+        return CloudAnswer(target.name, False, chat_answer(f"from {target.name}"))
+
+
+POLICY = """
+[retry]
+attempts = 3
+initial_backoff_s = 0.1
+jitter = false
+
+[[backends]]
+name = "a"
+kind = "vllm"
+url = "http://a.invalid"
+models = { m = "m" }
+
+[[backends]]
+name = "b"
+kind = "vllm"
+url = "http://b.invalid"
+models = { m = "m" }
+
+[[clouds]]
+name = "mini"
+model = "openai/gpt-4o-mini"
+
+[[routes]]
+model = "m"
+cloud = ["mini"]
+
+[privacy]
+levels = [{ name = "public" }, { name = "restricted", cloud = "none" }]
+"""
+
+
+@dataclass
+class Harness:
+    policy: Policy
+    engines: Engines
+    cloud: ScriptedCloud
+    clock: FakeClock
+    pipeline: Pipeline
+
+    async def send(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Sent:
+        request = parse_request("chat", orjson.dumps(body))
+        sent = Sent()
+        respond = PipelineResponse(
+            self.pipeline, request, "req-1", headers or {}, Identity("", by_key=False)
+        )
+        await respond({"type": "http", "state": {}}, _never_leaves, sent.send)
+        return sent
+
+
+async def _never_leaves() -> dict[str, Any]:
+    await asyncio.Event().wait()
+    raise AssertionError("unreachable")
+
+
+@dataclass
+class Sent:
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+    async def send(self, message: Any) -> None:
+        self.messages.append(message)
+
+    @property
+    def status(self) -> int:
+        return int(self.messages[0]["status"])
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {k.decode(): v.decode() for k, v in self.messages[0]["headers"]}
+
+    @property
+    def json(self) -> dict[str, Any]:
+        body = b"".join(m.get("body", b"") for m in self.messages[1:])
+        result: dict[str, Any] = orjson.loads(body)
+        return result
+
+
+def harness(script: dict[str, list[Step]], policy_text: str = POLICY) -> Harness:
+    policy = parse_policy(policy_text, "unit.toml", {})
+    engines = Engines(script)
+    backends = Backends(policy.backends, engines, 1.0)
+    for monitor in backends.monitors.values():  # as a first probe would find them: idle
+        monitor.healthy, monitor.error, monitor.running, monitor.waiting = True, None, 0, 0
+    clock, cloud = FakeClock(), ScriptedCloud()
+    runtime = Runtime(backends, engines, cloud, clock=clock.clock)
+    return Harness(policy, engines, cloud, clock, Pipeline(policy, runtime))
+
+
+def ask(text: str = "hello") -> dict[str, Any]:
+    return {"model": "m", "messages": [{"role": "user", "content": text}]}
+
+
+def refused() -> UpstreamError:
+    return UpstreamUnavailable("connection refused")
+
+
+def status(code: int) -> UpstreamError:
+    return UpstreamStatus("engine", code, b'{"error": {"message": "engine says no"}}', {})
+
+
+async def test_an_idle_local_engine_answers() -> None:
+    h = harness({"a": [chat_answer("local")], "b": [chat_answer("local")]})
+    sent = await h.send(ask())
+    assert sent.status == 200
+    assert sent.headers["x-overspill-route"] in ("local/a", "local/b")
+    assert sent.json["choices"][0]["message"]["content"] == "local"
+    assert h.cloud.received == []
+
+
+async def test_an_engine_that_cannot_be_reached_is_marked_down_and_the_other_answers() -> None:
+    h = harness({"a": [refused()], "b": [chat_answer("b")]})
+    h.pipeline.runtime.backends.monitors["b"].waiting = 1  # a has less outstanding: tried first
+    sent = await h.send(ask())
+    assert sent.status == 200
+    assert sent.headers["x-overspill-route"] == "local/b"
+    # retried as the policy says (it may be a restart), then the next target
+    assert h.engines.calls == ["a", "a", "a", "b"]
+    assert h.clock.slept == [0.1, 0.2]
+    assert not h.pipeline.runtime.backends.monitors["a"].healthy
+
+
+async def test_a_retryable_failure_is_retried_on_the_same_engine_with_backoff() -> None:
+    h = harness(
+        {
+            "a": [status(502), status(503), chat_answer("third")],
+            "b": [status(502), status(503), chat_answer("third")],
+        }
+    )
+    sent = await h.send(ask())
+    assert sent.status == 200
+    assert len(set(h.engines.calls)) == 1  # three tries, one engine
+    assert len(h.engines.calls) == 3
+    assert h.clock.slept == [0.1, 0.2]
+
+
+async def test_when_every_local_engine_fails_the_cloud_answers() -> None:
+    h = harness({"a": [status(502)], "b": [status(502)]})
+    sent = await h.send(ask())
+    assert sent.status == 200
+    assert sent.headers["x-overspill-route"] == "cloud/mini"
+    assert sent.json["choices"][0]["message"]["content"] == "from mini"
+    assert sorted(set(h.engines.calls)) == ["a", "b"]
+    assert len(h.cloud.received) == 1
+
+
+async def test_a_restricted_request_never_reaches_the_cloud_even_when_every_engine_fails() -> None:
+    h = harness({"a": [status(502)], "b": [status(502)]})
+    sent = await h.send(ask(), {"x-overspill-privacy": "restricted"})
+    assert sent.status == 502
+    assert sent.headers["x-overspill-privacy"] == "restricted"
+    assert "every target failed" in sent.json["error"]["message"]
+    assert h.cloud.received == []
+
+
+async def test_a_client_error_from_the_engine_is_not_tried_elsewhere() -> None:
+    h = harness({"a": [status(400)], "b": [status(400)]})
+    sent = await h.send(ask())
+    assert sent.status == 400
+    assert sent.json["error"]["message"] == "engine says no"  # the engine's own words
+    assert len(h.engines.calls) == 1
+    assert h.cloud.received == []
+
+
+async def test_an_unknown_model_is_a_404_naming_what_exists() -> None:
+    h = harness({"a": [chat_answer("x")], "b": [chat_answer("x")]})
+    sent = await h.send({"model": "nope", "messages": [{"role": "user", "content": "hi"}]})
+    assert sent.status == 404
+    assert "Available: m" in sent.json["error"]["message"]
+    assert h.engines.calls == []
+
+
+@pytest.mark.parametrize("running", [8, 100])
+async def test_a_saturated_local_engine_overflows_to_the_cloud(running: int) -> None:
+    text = POLICY.replace('cloud = ["mini"]', 'cloud = ["mini"]\noverflow = { max_waiting = 2 }')
+    h = harness({"a": [chat_answer("local")], "b": [chat_answer("local")]}, text)
+    for monitor in h.pipeline.runtime.backends.monitors.values():
+        monitor.running, monitor.waiting = running, 5  # past max_waiting on both
+    sent = await h.send(ask())
+    assert sent.headers["x-overspill-route"] == "cloud/mini"
+    assert h.engines.calls == []
+    assert "saturated" in sent.headers["x-overspill-reason"]
+
+
+async def test_a_restricted_request_waits_for_a_local_engine_and_goes_when_one_frees() -> None:
+    text = POLICY.replace('cloud = ["mini"]', 'cloud = ["mini"]\noverflow = { max_waiting = 2 }')
+    h = harness({"a": [chat_answer("waited")], "b": [chat_answer("waited")]}, text)
+    backends = h.pipeline.runtime.backends
+    for monitor in backends.monitors.values():
+        monitor.waiting = 5  # both past max_waiting
+    waiting = asyncio.create_task(h.send(ask(), {"x-overspill-privacy": "restricted"}))
+    room = h.pipeline.runtime.room
+    for _ in range(2000):  # until it sits in the waiting room (no timing: a bounded poll)
+        if room.waiting("m") == 1:
+            break
+        await asyncio.sleep(0.001)
+    assert room.waiting("m") == 1
+    assert h.engines.calls == []
+    backends.monitors["b"].waiting = 0  # a probe sees b's queue drain
+    backends.on_free()
+    sent = await asyncio.wait_for(waiting, 30)
+    assert sent.status == 200
+    assert sent.headers["x-overspill-route"] == "local/b"
+    assert h.engines.calls == ["b"]
+    assert h.cloud.received == []
