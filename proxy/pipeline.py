@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractContextManager
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from cache.store import Hit
@@ -32,8 +30,9 @@ from proxy.attempts import Opened, TargetRefused, attempt
 from proxy.breaker import Breaker
 from proxy.caching import Head, Produced
 from proxy.caller import Caller, caller_of, request_facts, scanned_privacy
-from proxy.errors import ModelNotFound, NoBackend, UpstreamError, UpstreamUnavailable
+from proxy.errors import ModelNotFound, NoBackend, UpstreamError
 from proxy.gate import Ticket
+from proxy.legs import Leg, legs
 from proxy.reply import Reply
 from proxy.runtime import Runtime
 from proxy.schema import ProxyRequest
@@ -52,11 +51,7 @@ class Pipeline:
 
     def __post_init__(self) -> None:
         self.keys = KeyRing.of(self.policy)
-        self._auth = {
-            backend.name: {"authorization": f"Bearer {os.environ.get(backend.api_key_env, '')}"}
-            for backend in self.policy.backends
-            if backend.api_key_env
-        }
+        self.legs = legs(self.policy, self.runtime)
         for name in [b.name for b in self.policy.backends] + [c.name for c in self.policy.clouds]:
             self.breakers.setdefault(name, Breaker(self.policy.breaker))
 
@@ -289,17 +284,17 @@ class Pipeline:
         failures = list(plan.reasons)
         last_error: UpstreamError | None = None
         for target in plan.targets:
-            if target.kind == "cloud" and not self._cloud_allowed(level, target.name):
+            leg = self.legs[target.kind]
+            if not leg.may_carry(level, target):
                 continue  # decide() never plans this; checked again because it must never happen
             with contextlib.ExitStack() as held:  # released here unless the answer takes it
-                held.enter_context(self._in_flight(target, request))
-                if target.kind == "local":
-                    self.runtime.room.started(request.model)  # counted in flight: the next may go
-                    if turn is not None:
-                        turn.taken()
+                held.enter_context(leg.hold(target, request))
+                if turn is not None:
+                    turn.taken()  # counted in flight: the waiting room's next may go
                 try:
-                    opener = self._opener(request, target, request_id, tenant)
-                    opened = await self._attempt(opener, target, deadline, prompt, request.stream)
+                    opened = await self._attempt(
+                        leg, target, request, request_id, tenant, deadline, prompt
+                    )
                 except TargetRefused as refused:
                     failures.append(f"breaker open: {target.name} ({refused})")
                     continue
@@ -322,23 +317,23 @@ class Pipeline:
 
     async def _attempt(
         self,
-        opener: Callable[[], Awaitable[Answer]],
+        leg: Leg,
         target: Target,
+        request: ProxyRequest,
+        request_id: str,
+        tenant: Tenant | None,
         deadline: float,
         prompt: Prompt,
-        stream: bool,
     ) -> Opened:
-        """attempt(), with a local target's prompt prefix noted (and waited for, if another
-        request is prefilling it there right now)."""
-        breaker = self.breakers[target.name]
-        if target.kind != "local":
-            return await attempt(opener, breaker, self.policy.retry, deadline, self.runtime.clock)
-        balancing = self.policy.balancing
-        led = await self.runtime.affinity.enter(target.name, prompt, balancing, can_lead=stream)
-        try:
-            return await attempt(opener, breaker, self.policy.retry, deadline, self.runtime.clock)
-        finally:
-            self.runtime.affinity.leave(target.name, led)
+        """attempt() on the target's leg, inside what the leg waits for first (a local engine's
+        prefill of the same prompt)."""
+
+        async def opener() -> Answer:
+            return await leg.open(target, request, request_id, tenant)
+
+        breaker, clock = self.breakers[target.name], self.runtime.clock
+        async with leg.prefilling(target, prompt, request.stream):
+            return await attempt(opener, breaker, self.policy.retry, deadline, clock)
 
     async def _consume(
         self, opened: Opened, target: Target, held: contextlib.ExitStack
@@ -363,50 +358,9 @@ class Pipeline:
                 raise
             breaker.record_success(self.runtime.clock.now())
 
-    def _cloud_allowed(self, level: str, cloud: str) -> bool:
-        return self.policy.privacy.level(level).allows(cloud)
-
     def _deadline(self, request: ProxyRequest) -> float:
         route = route_for(self.policy, request.model)
         return route.deadline_s or self.policy.timeouts.total_s
-
-    def _in_flight(self, target: Target, request: ProxyRequest) -> AbstractContextManager[None]:
-        if target.kind == "local":
-            return self.runtime.backends.in_flight(target.name, request.token_estimate)
-        return contextlib.nullcontext()
-
-    def _opener(
-        self, request: ProxyRequest, target: Target, request_id: str, tenant: Tenant | None
-    ) -> Callable[[], Awaitable[Answer]]:
-        def charge(usd: float) -> None:
-            self.runtime.gate.spend(tenant, usd)
-
-        async def open_cloud() -> Answer:
-            cloud = self.policy.cloud(target.name)
-            unlisted = self.policy.server.unlisted_params
-            return await self.runtime.cloud.open(cloud, request, request_id, charge, unlisted)
-
-        async def open_local() -> Answer:
-            return await self._open_local(request, target, request_id)
-
-        return open_cloud if target.kind == "cloud" else open_local
-
-    async def _open_local(self, request: ProxyRequest, target: Target, request_id: str) -> Answer:
-        backend = self.runtime.backends[target.name].config
-        headers = {
-            "content-type": "application/json",
-            "x-request-id": request_id,
-            **self._auth.get(backend.name, {}),
-        }
-        body = request.upstream_body(target.upstream_model)
-        url = backend.url + request.path
-        try:
-            upstream = self.runtime.upstream
-            return await upstream.open(backend.name, url, body, headers, request.stream)
-        except UpstreamUnavailable as error:
-            self.runtime.backends[target.name].mark_down(error.message)
-            self.runtime.affinity.index.forget(target.name)  # a restarted engine holds no prefix
-            raise
 
 
 def _pressed(plan: RoutingPlan) -> bool:

@@ -15,7 +15,6 @@ from typing import Any
 import orjson
 import pytest
 
-from policies.identity import Identity
 from policies.loader import parse_policy
 from policies.model import CloudTarget, Policy, Timeouts
 from proxy.answer import Answer
@@ -30,6 +29,7 @@ from proxy.schema import ProxyRequest, parse_request
 from tests.fakes import FakeClock
 
 Step = UpstreamError | bytes  # an error to raise, or a whole JSON answer
+PRICE_USD = 0.01  # what each scripted cloud answer costs
 
 
 def chat_answer(text: str) -> bytes:
@@ -114,6 +114,7 @@ class ScriptedCloud(Cloud):
         unlisted: Unlisted = "drop",
     ) -> CloudAnswer:
         self.received.append(request.body)
+        charge(PRICE_USD)
         return CloudAnswer(target.name, False, chat_answer(f"from {target.name}"))
 
 
@@ -157,11 +158,11 @@ class Harness:
     pipeline: Pipeline
 
     async def send(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Sent:
+        headers = headers or {}
+        identity = self.pipeline.identify(headers)  # as the endpoint does, before the body
         request = parse_request("chat", orjson.dumps(body))
         sent = Sent()
-        respond = PipelineResponse(
-            self.pipeline, request, "req-1", headers or {}, Identity("", by_key=False)
-        )
+        respond = PipelineResponse(self.pipeline, request, "req-1", headers, identity)
         await respond({"type": "http", "state": {}}, _never_leaves, sent.send)
         return sent
 
@@ -320,3 +321,18 @@ async def test_a_restricted_request_waits_for_a_local_engine_and_goes_when_one_f
     assert sent.headers["x-overspill-route"] == "local/b"
     assert h.engines.calls == ["b"]
     assert h.cloud.received == []
+
+
+async def test_cloud_answers_are_charged_to_the_tenant_until_its_budget_closes_the_cloud() -> None:
+    text = POLICY + '\n[[tenants]]\nname = "acme"\ncloud_budget_usd = 0.025\n'
+    h = harness({"a": [status(502)], "b": [status(502)]}, text)
+    acme = {"x-overspill-tenant": "acme"}
+    routes = [(await h.send(ask(), acme)).headers.get("x-overspill-route") for _ in range(3)]
+    assert routes == ["cloud/mini", "cloud/mini", "cloud/mini"]  # 0.02 < 0.025 before the third
+    closed = await h.send(ask(), acme)  # the engines' breakers opened on the way: nothing left
+    assert closed.status == 503
+    assert "tenant 'acme' spent $0.0300 of its $0.025" in closed.json["error"]["message"]
+    assert len(h.cloud.received) == 3
+    assert h.pipeline.runtime.gate.spent(h.policy.tenants[0]) == pytest.approx(0.03)
+    other = await h.send(ask())  # another caller is not held to acme's budget
+    assert other.headers["x-overspill-route"] == "cloud/mini"
