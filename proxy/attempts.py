@@ -8,6 +8,7 @@ so a retry, or the next target, is still invisible to it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
@@ -109,13 +110,37 @@ async def _once(
             return Opened(answer, b"", None)
         chunks = answer.chunks()
         first = await anext(chunks, b"")
-    except UpstreamError as error:
-        if error.retryable or error.status >= 500:
-            breaker.record_failure(clock.now(), error.summary)
-        else:
-            breaker.release()
-        raise
-    except BaseException:
-        breaker.release()
+    except BaseException as error:
+        _verdict(breaker, clock, error)
         raise
     return Opened(answer, first, chunks)
+
+
+async def relayed(opened: Opened, breaker: Breaker, clock: Clock) -> AsyncIterator[bytes]:
+    """The opened answer's body; the breaker learns how it ended (a stream can still fail
+    midway, after the attempt counted as a success so far)."""
+    try:
+        if opened.rest is None:
+            yield await opened.answer.read()
+        else:
+            if opened.first:
+                yield opened.first
+            async with contextlib.aclosing(opened.rest):  # type: ignore[type-var]
+                async for chunk in opened.rest:
+                    yield chunk
+    except BaseException as error:
+        _verdict(breaker, clock, error)
+        raise
+    _verdict(breaker, clock, None)
+
+
+def _verdict(breaker: Breaker, clock: Clock, error: BaseException | None) -> None:
+    """What an outcome tells the target's breaker: the one place it is decided. A failure of
+    the target (unreachable, 5xx, 429, a broken stream) counts against it; the request's own
+    fault (4xx) or a client that left says nothing about it."""
+    if error is None:
+        breaker.record_success(clock.now())
+    elif isinstance(error, UpstreamError) and (error.retryable or error.status >= 500):
+        breaker.record_failure(clock.now(), error.summary)
+    else:
+        breaker.release()

@@ -42,6 +42,13 @@ class Breaker:
             return True
         return False
 
+    def state_at(self, now: float) -> State:
+        """The state a caller would find now: open past open_s lets probes through (half-open),
+        though the switch itself waits for the next allow()."""
+        if self.state == "open" and now - self.opened_at >= self.settings.open_s:
+            return "half_open"
+        return self.state
+
     def would_allow(self, now: float) -> bool:
         """`allow()` without taking a probe slot: for planning and explaining."""
         if self.state == "open":

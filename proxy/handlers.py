@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -133,12 +132,9 @@ async def admin_status(request: Request) -> Response:
                 },
             }
         )
-    now = time.monotonic()
+    now = services.runtime.clock.now()
     breakers = {
-        name: {
-            "state": b.state if b.state != "open" or not b.would_allow(now) else "half_open",
-            "last_failure": b.last_failure,
-        }
+        name: {"state": b.state_at(now), "last_failure": b.last_failure}
         for name, b in services.pipeline.breakers.items()
     }
     return json_response(

@@ -6,7 +6,6 @@ per-request counters and histograms of proxy/observe.py; low-cardinality labels 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -145,13 +144,9 @@ class ServicesCollector(Collector):
             "1 for the breaker's current state.",
             labels=["target", "state"],
         )
-        now = time.monotonic()
+        now = self.services.runtime.clock.now()
         for name, breaker in self.services.pipeline.breakers.items():
-            state = (
-                "half_open"
-                if breaker.state == "open" and breaker.would_allow(now)
-                else breaker.state
-            )
+            state = breaker.state_at(now)
             for candidate in _BREAKER_STATES:
                 gauge.add_metric([name, candidate], 1.0 if candidate == state else 0.0)
         return gauge

@@ -26,7 +26,7 @@ from policies.model import Policy, Tenant
 from policies.privacy import Classification
 from proxy.affinity import Prompt
 from proxy.answer import Answer
-from proxy.attempts import Opened, TargetRefused, attempt
+from proxy.attempts import Opened, TargetRefused, attempt, relayed
 from proxy.breaker import Breaker
 from proxy.caching import Head, Produced
 from proxy.caller import Caller, caller_of, request_facts, scanned_privacy
@@ -338,25 +338,13 @@ class Pipeline:
     async def _consume(
         self, opened: Opened, target: Target, held: contextlib.ExitStack
     ) -> AsyncIterator[bytes]:
-        """The answer's body; the breaker learns how it ended."""
-        breaker = self.breakers[target.name]
+        """The answer's body, holding the target (in-flight counts) until it is consumed."""
+        body = relayed(opened, self.breakers[target.name], self.runtime.clock)
         with held:
-            try:
-                if opened.rest is None:
-                    yield await opened.answer.read()
-                else:
-                    if opened.first:
-                        yield opened.first
-                    async with contextlib.aclosing(opened.rest):  # type: ignore[type-var]
-                        async for chunk in opened.rest:
-                            yield chunk
-            except UpstreamError as error:
-                breaker.record_failure(self.runtime.clock.now(), error.summary)
-                raise
-            except BaseException:
-                breaker.release()  # the client left: no verdict on the target
-                raise
-            breaker.record_success(self.runtime.clock.now())
+            # closed at once when the client leaves: the engine stops generating now, not at GC
+            async with contextlib.aclosing(body):  # type: ignore[type-var]
+                async for chunk in body:
+                    yield chunk
 
     def _deadline(self, request: ProxyRequest) -> float:
         route = route_for(self.policy, request.model)

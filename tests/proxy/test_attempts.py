@@ -13,7 +13,7 @@ import pytest
 
 from policies.model import BreakerSettings, RetrySettings
 from proxy.answer import Answer
-from proxy.attempts import TargetRefused, attempt
+from proxy.attempts import TargetRefused, attempt, relayed
 from proxy.breaker import Breaker
 from proxy.clock import Clock
 from proxy.errors import UpstreamError, UpstreamStatus, UpstreamUnavailable
@@ -185,3 +185,46 @@ async def test_an_open_breaker_refuses_without_calling_until_open_s_has_passed()
     opened = await attempt(leg.open, breaker, once, fake.t + 60, fake.clock)
     assert opened.first == b"back"
     assert breaker.state == "half_open"
+
+
+async def test_a_stream_that_breaks_midway_counts_against_the_target() -> None:
+    fake = FakeClock()
+    breaker = Breaker(BreakerSettings(consecutive_failures=1))
+    opened = await attempt(Leg([[b"a", b"!"]]).open, breaker, STEADY, fake.t + 60, fake.clock)
+    with pytest.raises(UpstreamUnavailable):
+        _ = [chunk async for chunk in relayed(opened, breaker, fake.clock)]
+    assert breaker.state == "open"
+
+
+async def test_a_whole_answer_relayed_counts_for_the_target() -> None:
+    fake = FakeClock()
+    breaker = Breaker(BreakerSettings(consecutive_failures=1))
+    breaker.record_failure(fake.t, "earlier")  # open
+    fake.t += BreakerSettings().open_s
+    once = dataclasses.replace(STEADY, attempts=1)
+    opened = await attempt(Leg([[b"x", b"y"]]).open, breaker, once, fake.t + 60, fake.clock)
+    assert [chunk async for chunk in relayed(opened, breaker, fake.clock)] == [b"x", b"y"]
+    assert breaker.probe_successes == 1  # a half-open probe that succeeded
+
+
+async def test_a_client_that_leaves_midway_says_nothing_about_the_target() -> None:
+    fake = FakeClock()
+    breaker = Breaker(BreakerSettings(consecutive_failures=1, half_open_probes=1))
+    breaker.record_failure(fake.t, "earlier")
+    fake.t += BreakerSettings().open_s
+    once = dataclasses.replace(STEADY, attempts=1)
+    opened = await attempt(Leg([[b"x", b"y", b"z"]]).open, breaker, once, fake.t + 60, fake.clock)
+    assert breaker.probes_in_flight == 1
+    body = relayed(opened, breaker, fake.clock)
+    assert await anext(body) == b"x"
+    await body.aclose()  # the client went away
+    assert breaker.state == "half_open"
+    assert breaker.probes_in_flight == 0  # its probe slot is free again, no verdict
+
+
+def test_an_open_breaker_reads_half_open_once_open_s_has_passed() -> None:
+    breaker = Breaker(BreakerSettings(consecutive_failures=1, open_s=5.0))
+    breaker.record_failure(100.0, "down")
+    assert breaker.state_at(104.9) == "open"
+    assert breaker.state_at(105.0) == "half_open"
+    assert breaker.state == "open"  # reading it changes nothing
