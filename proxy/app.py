@@ -24,6 +24,7 @@ from proxy.handlers import ROUTES, json_response
 from proxy.metrics import ServicesCollector, metrics
 from proxy.middleware import RequestContext
 from proxy.observe import Observer
+from proxy.record import record_of
 from proxy.services import Services
 
 log = logging.getLogger("overspill")
@@ -76,7 +77,7 @@ def _on_sighup(callback: Callable[[], object]) -> None:
 
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, APIError)
-    request.state.error = exc.code or exc.type
+    record_of(request.scope.setdefault("state", {})).error = exc.code or exc.type
     return Response(exc.render(), exc.status, exc.headers, media_type="application/json")
 
 

@@ -25,6 +25,7 @@ from proxy.explain import explanation
 from proxy.gate import TENANT_HEADER
 from proxy.observe import Observer
 from proxy.pipeline import Pipeline
+from proxy.record import record_of
 from proxy.reply import Reply
 from proxy.schema import Endpoint, ProxyRequest, parse_request
 from proxy.services import Services
@@ -53,7 +54,7 @@ class PipelineResponse:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async with DisconnectWatch(receive) as watch:
-            reply = Reply(send, watch, scope["state"])
+            reply = Reply(send, watch, record_of(scope.setdefault("state", {})))
             try:
                 await self.pipeline.run(
                     self.request, reply, self.request_id, self.headers, self.identity
@@ -64,7 +65,7 @@ class PipelineResponse:
                 log.exception("request %s failed", self.request_id, exc_info=exc)
                 await reply.fail(InternalError(f"internal error ({type(exc).__name__})"))
         if watch.disconnected:
-            scope["state"]["error"] = "client_disconnected"
+            reply.record.error = "client_disconnected"
 
 
 async def read_request(request: Request, services: Services, endpoint: Endpoint) -> ProxyRequest:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from proxy.observe import Finished
+from proxy.record import RECORD, Record
 
 
 class RequestContext:
@@ -28,6 +29,7 @@ class RequestContext:
         request_id = _incoming_id(scope) or uuid.uuid4().hex
         state = scope.setdefault("state", {})
         state["request_id"] = request_id
+        record = state[RECORD] = Record(request_id)
         started = time.perf_counter()
         status, first_byte = 0, None
 
@@ -44,11 +46,8 @@ class RequestContext:
             await self.app(scope, receive, send_with_id)
         finally:
             seconds = time.perf_counter() - started
-            self.finished(
-                Finished(
-                    request_id, scope["method"], scope["path"], status, seconds, first_byte, state
-                )
-            )
+            done = Finished(scope["method"], scope["path"], status, seconds, first_byte, record)
+            self.finished(done)
 
 
 def _incoming_id(scope: Scope) -> str | None:

@@ -1,9 +1,9 @@
 """What each finished request leaves behind: one JSON log line and its Prometheus series.
 
-The request path notes what it decided in the request's scope state (tenant, route, reasons,
-cache, tokens...); the access middleware times the request and its first body byte and hands
-everything here once the response is sent. Labels stay low-cardinality: tenants and targets are
-the policy's own names (anything else is "other"), reasons are reduced to their kind.
+The request path notes what it decided in the request's Record (proxy/record.py: tenant, route,
+reasons, cache, tokens...); the access middleware times the request and its first body byte and
+hands everything here once the response is sent. Labels stay low-cardinality: tenants and
+targets are the policy's own names (anything else is "other"), reasons are reduced to their kind.
 
 Prompt text is logged only when the policy says `[server] log_prompts = true`, and never for a
 request whose privacy level may not leave the building (`cloud = "none"`).
@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from policies.model import Policy
 from proxy.recent import Recent
+from proxy.record import Record
 
 log = logging.getLogger("overspill.access")
 
@@ -49,17 +50,20 @@ _REASON_HEAD = re.compile(r"^[^:=(]*?(?= on |:|=|\(|$)")
 
 @dataclass(frozen=True)
 class Finished:
-    request_id: str
     method: str
     path: str
     status: int
     seconds: float
     first_byte_s: float | None  # until the first body byte: the TTFT of a stream
-    state: Mapping[str, Any]  # what the request path noted
+    record: Record  # what the request path noted
+
+    @property
+    def request_id(self) -> str:
+        return self.record.request_id
 
 
 def decision(done: Finished) -> str:
-    route = str(done.state.get("route") or "")
+    route = done.record.route
     if route == "cache":
         return "cache"
     if route.startswith(("local/", "cloud/")):
@@ -123,45 +127,44 @@ class Observer:
     def _count(self, done: Finished) -> None:
         kind = decision(done)
         policy = self.policy()
-        state = done.state
-        reasons = [str(r) for r in (state.get("reasons") or [])][:3]
+        record = done.record
         # counted by model only for a model the proxy serves: a client cannot grow the table
         self.recent.add(
-            str(state.get("served_model") or "other"),
+            record.served_model or "other",
             kind,
             {
                 "at": round(time.time(), 3),
                 "request_id": done.request_id,
-                "tenant": state.get("tenant") or "",
-                "model": state.get("model") or "",
-                "route": state.get("route") or "none",
+                "tenant": record.tenant,
+                "model": record.model,
+                "route": record.route or "none",
                 "decision": kind,
                 "status": done.status,
-                "cache": state.get("cache") or "",
-                "reasons": reasons,
-                "error": state.get("error") or "",
+                "cache": record.cache,
+                "reasons": list(record.reasons[:3]),
+                "error": record.error,
                 "ms": round(done.seconds * 1000, 1),
             },
         )
         self.requests.labels(
             kind,
             self._target(done, policy),
-            reason_kind(state.get("reasons")),
-            self._tenant(state.get("tenant"), policy),
+            reason_kind(record.reasons),
+            self._tenant(record.tenant, policy),
             str(done.status),
         ).inc()
         self.latency.labels(kind).observe(done.seconds)
         if done.status == 200 and done.first_byte_s is not None:
             self.ttft.labels(kind).observe(done.first_byte_s)
-        for direction, key in (("in", "tokens_in"), ("out", "tokens_out")):
-            if isinstance(state.get(key), int):
-                self.tokens.labels(direction, kind).inc(state[key])
-        if isinstance(state.get("queued_s"), float):
-            self.queued.observe(state["queued_s"])
+        for direction, tokens in (("in", record.tokens_in), ("out", record.tokens_out)):
+            if tokens is not None:
+                self.tokens.labels(direction, kind).inc(tokens)
+        if record.queued_s is not None:
+            self.queued.observe(record.queued_s)
 
     def line(self, done: Finished) -> dict[str, Any]:
-        state = done.state
-        line = {
+        record = done.record
+        line: dict[str, Any] = {
             "request_id": done.request_id,
             "method": done.method,
             "path": done.path,
@@ -170,39 +173,38 @@ class Observer:
         }
         if done.first_byte_s is not None:
             line["ttft_ms"] = round(done.first_byte_s * 1000, 2)
-        for key in (
-            "tenant",
-            "model",
-            "priority",
-            "privacy",
-            "route",
-            "cache",
-            "reasons",
-            "tokens_in",
-            "tokens_out",
-            "queued_s",
-            "degraded",
-            "error",
-        ):
-            if state.get(key) not in (None, ""):
-                line[key] = state[key]
-        prompt = self._prompt(state)
+        noted = {
+            "tenant": record.tenant,
+            "model": record.model,
+            "priority": record.priority,
+            "privacy": record.privacy,
+            "route": record.route,
+            "cache": record.cache,
+            "reasons": list(record.reasons),
+            "tokens_in": record.tokens_in,
+            "tokens_out": record.tokens_out,
+            "queued_s": record.queued_s,
+            "degraded": record.degraded,
+            "error": record.error,
+        }
+        line.update({key: value for key, value in noted.items() if value not in (None, "", [])})
+        prompt = self._prompt(record)
         if prompt is not None:
             line["prompt"] = prompt
         return line
 
-    def _prompt(self, state: Mapping[str, Any]) -> str | None:
+    def _prompt(self, record: Record) -> str | None:
         policy = self.policy()
-        if policy is None or not policy.server.log_prompts or "prompt" not in state:
+        if policy is None or not policy.server.log_prompts or record.prompt is None:
             return None
-        level = next((lv for lv in policy.privacy.levels if lv.name == state.get("privacy")), None)
+        level = next((lv for lv in policy.privacy.levels if lv.name == record.privacy), None)
         if level is None or level.cloud == "none":
             return None  # unknown or restricted: never written down
-        return str(state["prompt"])
+        return record.prompt
 
     @staticmethod
     def _target(done: Finished, policy: Policy | None) -> str:
-        route = str(done.state.get("route") or "")
+        route = done.record.route
         name = route.split("/", 1)[1] if "/" in route else route or "none"
         if name in ("cache", "none") or policy is None:
             return name

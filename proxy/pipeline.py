@@ -139,7 +139,7 @@ class Pipeline:
         if self.serves(request.model):  # traffic is kept per model only for models we serve
             reply.note_served(request.model)
         if self.policy.server.log_prompts:  # written only for levels that may leave (observe.py)
-            reply.state["prompt"] = _last_user_text(request.body)
+            reply.record.prompt = _last_user_text(request.body)
         with self.runtime.gate.admitted(tenant, request.token_estimate) as ticket:
             await self._answer(request, reply, request_id, headers, identity.tenant, ticket)
 
@@ -174,7 +174,7 @@ class Pipeline:
             queued = self.runtime.clock.now()
             turn = await self._wait_turn(job, current, privacy, prompt, caller)
             if turn is not None:
-                reply.state["queued_s"] = round(self.runtime.clock.now() - queued, 4)
+                reply.record.queued_s = round(self.runtime.clock.now() - queued, 4)
                 current = self.plan(job, privacy, prompt, caller)
             try:
                 produced = await self._produce(
@@ -184,7 +184,7 @@ class Pipeline:
                 if turn is not None:
                     turn.taken()
             if degraded:  # not the answer to the request as asked: marked, and never cached
-                reply.state["degraded"] = degraded
+                reply.record.degraded = degraded
                 head, chunks = produced
                 mark = (b"x-overspill-degraded", degraded.encode())
                 return dataclasses.replace(head, headers=[*head.headers, mark]), chunks

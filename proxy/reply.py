@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from starlette.types import Send
 
 from proxy.caching import Head
 from proxy.disconnect import DisconnectWatch
 from proxy.errors import APIError
+from proxy.record import Record
 from proxy.usage import Usage
 
 
@@ -23,55 +24,49 @@ from proxy.usage import Usage
 class Reply:
     send: Send
     watch: DisconnectWatch
-    state: dict[str, object]  # the request's scope state, which the access log reads
+    record: Record  # what happened to the request: the access log and the metrics read it
     started: bool = False
-    reasons: tuple[str, ...] = field(default_factory=tuple)
-    privacy: str = ""
     cache: str = ""  # X-Overspill-Cache of an answer that did not come from the cache
-    priority: str = ""
 
     def note(self, reasons: tuple[str, ...], privacy: str) -> None:
         """Why the request goes where it goes: for the headers and the access log."""
-        self.reasons, self.privacy = reasons, privacy
-        self.state["reasons"] = list(reasons)
-        self.state["privacy"] = privacy
+        self.record.reasons, self.record.privacy = reasons, privacy
 
     def note_request(self, tenant: str, model: str) -> None:
-        self.state["tenant"], self.state["model"] = tenant, model
+        self.record.tenant, self.record.model = tenant, model
 
     def note_served(self, model: str) -> None:
         """The model is one the proxy serves (a route or a backend has it)."""
-        self.state["served_model"] = model
+        self.record.served_model = model
 
     def note_usage(self, usage: Usage | None) -> None:
         """The tokens an engine or the cloud processed for this request (not a cache hit)."""
         if usage is not None:
-            self.state["tokens_in"], self.state["tokens_out"] = usage.prompt, usage.completion
+            self.record.tokens_in, self.record.tokens_out = usage.prompt, usage.completion
 
     def note_priority(self, priority: str) -> None:
-        self.priority = priority
-        self.state["priority"] = priority
+        self.record.priority = priority
 
     def note_cache(self, status: str, why: str) -> None:
         self.cache = status
-        self.state["cache"] = f"{status}: {why}" if why else status
+        self.record.cache = f"{status}: {why}" if why else status
 
     def _decision_headers(self, route: str) -> list[tuple[bytes, bytes]]:
         headers = [(b"x-overspill-route", route.encode())]
         if self.cache:
             headers.append((b"x-overspill-cache", self.cache.encode()))
-        if self.reasons:
-            reason = self.reasons[0].encode("ascii", "replace")[:500]
+        if self.record.reasons:
+            reason = self.record.reasons[0].encode("ascii", "replace")[:500]
             headers.append((b"x-overspill-reason", reason))
-        if self.privacy:
-            headers.append((b"x-overspill-privacy", self.privacy.encode()))
-        if self.priority:
-            headers.append((b"x-overspill-priority", self.priority.encode()))
+        if self.record.privacy:
+            headers.append((b"x-overspill-privacy", self.record.privacy.encode()))
+        if self.record.priority:
+            headers.append((b"x-overspill-priority", self.record.priority.encode()))
         return headers
 
     async def deliver(self, head: Head, chunks: AsyncIterator[bytes]) -> None:
         """Send an answer: a stream chunk by chunk as it comes, a whole body at once."""
-        self.state["route"] = head.route
+        self.record.route = head.route
         headers = [*head.headers, *self._decision_headers(head.route)]
         if head.stream:
             await self._start(head.status, headers)
@@ -93,7 +88,7 @@ class Reply:
             await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
 
     async def fail(self, error: APIError) -> None:
-        self.state["error"] = error.code or error.type
+        self.record.error = error.code or error.type
         body = error.render()
         self.watch.finish()
         if self.started:
@@ -101,7 +96,7 @@ class Reply:
             await self.send({"type": "http.response.body", "body": b""})
             return
         headers = [
-            *self._decision_headers(str(self.state.get("route") or "none")),
+            *self._decision_headers(self.record.route or "none"),
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),
             *((k.lower().encode(), v.encode()) for k, v in error.headers.items()),

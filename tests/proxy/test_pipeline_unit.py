@@ -24,6 +24,7 @@ from proxy.cloud_params import Unlisted
 from proxy.errors import UpstreamError, UpstreamStatus, UpstreamUnavailable
 from proxy.handlers import PipelineResponse
 from proxy.pipeline import Pipeline
+from proxy.record import Record, record_of
 from proxy.runtime import Runtime
 from proxy.schema import ProxyRequest, parse_request
 from tests.fakes import FakeClock
@@ -163,7 +164,9 @@ class Harness:
         request = parse_request("chat", orjson.dumps(body))
         sent = Sent()
         respond = PipelineResponse(self.pipeline, request, "req-1", headers, identity)
-        await respond({"type": "http", "state": {}}, _never_leaves, sent.send)
+        state: dict[str, Any] = {}
+        await respond({"type": "http", "state": state}, _never_leaves, sent.send)
+        sent.record = record_of(state)
         return sent
 
 
@@ -175,6 +178,7 @@ async def _never_leaves() -> dict[str, Any]:
 @dataclass
 class Sent:
     messages: list[dict[str, Any]] = field(default_factory=list)
+    record: Record = field(default_factory=lambda: Record(""))  # what the access log will read
 
     async def send(self, message: Any) -> None:
         self.messages.append(message)
@@ -336,3 +340,24 @@ async def test_cloud_answers_are_charged_to_the_tenant_until_its_budget_closes_t
     assert h.pipeline.runtime.gate.spent(h.policy.tenants[0]) == pytest.approx(0.03)
     other = await h.send(ask())  # another caller is not held to acme's budget
     assert other.headers["x-overspill-route"] == "cloud/mini"
+
+
+async def test_the_record_says_what_happened_for_the_log_and_the_metrics() -> None:
+    h = harness({"a": [status(502)], "b": [status(502)]})
+    sent = await h.send(ask(), {"x-overspill-tenant": "someone"})
+    record = sent.record
+    assert (record.route, record.privacy, record.priority) == (
+        "cloud/mini",
+        "public",
+        "interactive",
+    )
+    assert (record.tenant, record.model, record.served_model) == ("someone", "m", "m")
+    assert (record.tokens_in, record.tokens_out) == (3, 2)  # the answer's usage
+    assert record.cache.startswith("bypass")  # no temperature: not cached by default
+    assert record.error == ""
+    # the engines' breakers open on this one's retries (5 failures in a row): nothing is left
+    refused = await h.send(ask(), {"x-overspill-privacy": "restricted"})
+    assert refused.status == 503
+    assert refused.record.error == "no_backend_available"
+    assert refused.record.route == ""
+    assert refused.record.privacy == "restricted"
