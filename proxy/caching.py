@@ -47,6 +47,9 @@ class Head:
     status: int
     headers: list[tuple[bytes, bytes]]
     stream: bool
+    # how it was produced, the same for every request sharing it (coalesced passengers too)
+    queued_s: float | None = None  # time its request waited in the waiting room
+    degraded: str = ""  # what was given up under pressure
 
 
 Produced = tuple[Head, AsyncIterator[bytes]]

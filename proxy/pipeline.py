@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from cache.store import Hit
+from cache.store import Hit, Miss
 from policies.decide import RoutingPlan, Target, decide, route_for
 from policies.identity import Identity, KeyRing
 from policies.load import LoadSnapshot
@@ -28,7 +28,7 @@ from proxy.affinity import Prompt
 from proxy.answer import Answer
 from proxy.attempts import Opened, TargetRefused, attempt, relayed
 from proxy.breaker import Breaker
-from proxy.caching import Head, Produced
+from proxy.caching import Caching, Head, Produced
 from proxy.caller import Caller, caller_of, request_facts, scanned_privacy
 from proxy.errors import ModelNotFound, NoBackend, UpstreamError
 from proxy.gate import Ticket
@@ -169,28 +169,13 @@ class Pipeline:
             return
         reply.note_cache(caching.plan.status, caching.plan.why)
 
-        async def produce() -> Produced:
-            job, current, degraded = self._degraded(request, plan, privacy, prompt, caller)
-            queued = self.runtime.clock.now()
-            turn = await self._wait_turn(job, current, privacy, prompt, caller)
-            if turn is not None:
-                reply.record.queued_s = round(self.runtime.clock.now() - queued, 4)
-                current = self.plan(job, privacy, prompt, caller)
-            try:
-                produced = await self._produce(
-                    job, current, privacy.level, request_id, prompt, caller.tenant, turn
-                )
-            finally:
-                if turn is not None:
-                    turn.taken()
-            if degraded:  # not the answer to the request as asked: marked, and never cached
-                reply.record.degraded = degraded
-                head, chunks = produced
-                mark = (b"x-overspill-degraded", degraded.encode())
-                return dataclasses.replace(head, headers=[*head.headers, mark]), chunks
-            return self.runtime.answers.keep(caching, produced, found)
+        async def produce() -> Produced:  # a flight's: it belongs to no one client
+            return await self._produced(
+                request, plan, privacy, prompt, caller, request_id, caching, found
+            )
 
         async with self.runtime.answers.shared(caching, produce) as (head, chunks):
+            reply.note_production(head)
             if head.status != 200:
                 ticket.use(0)  # an error computed nothing worth charging
             else:
@@ -201,6 +186,41 @@ class Pipeline:
 
                 chunks = metered(chunks, head.stream, request.prompt_estimate, used)
             await reply.deliver(head, chunks)
+
+    async def _produced(
+        self,
+        request: ProxyRequest,
+        plan: RoutingPlan,
+        privacy: Classification,
+        prompt: Prompt,
+        caller: Caller,
+        request_id: str,
+        caching: Caching,
+        found: Miss,
+    ) -> Produced:
+        """The answer from the targets: degraded under pressure if the route allows, after a
+        wait in the waiting room if it must; kept in the cache unless degraded."""
+        job, current, degraded = self._degraded(request, plan, privacy, prompt, caller)
+        queued = self.runtime.clock.now()
+        turn = await self._wait_turn(job, current, privacy, prompt, caller)
+        waited = None
+        if turn is not None:
+            waited = round(self.runtime.clock.now() - queued, 4)
+            current = self.plan(job, privacy, prompt, caller)
+        try:
+            head, chunks = await self._produce(
+                job, current, privacy.level, request_id, prompt, caller.tenant, turn
+            )
+        finally:
+            if turn is not None:
+                turn.taken()
+        head = dataclasses.replace(head, queued_s=waited)
+        if degraded:  # not the answer to the request as asked: marked, and never cached
+            mark = (b"x-overspill-degraded", degraded.encode())
+            return dataclasses.replace(
+                head, headers=[*head.headers, mark], degraded=degraded
+            ), chunks
+        return self.runtime.answers.keep(caching, (head, chunks), found)
 
     def _degraded(
         self,

@@ -47,6 +47,11 @@ class Reply:
     def note_priority(self, priority: str) -> None:
         self.record.priority = priority
 
+    def note_production(self, head: Head) -> None:
+        """How the answer was produced (waited, degraded): the same for every client sharing
+        it, so each notes it from the answer's head."""
+        self.record.queued_s, self.record.degraded = head.queued_s, head.degraded
+
     def note_cache(self, status: str, why: str) -> None:
         self.cache = status
         self.record.cache = f"{status}: {why}" if why else status

@@ -81,6 +81,7 @@ class Engines:
     script: dict[str, list[Step]]
     timeouts: Timeouts = field(default_factory=Timeouts)
     calls: list[str] = field(default_factory=list)
+    bodies: list[dict[str, Any]] = field(default_factory=list)
 
     async def open(
         self, backend: str, url: str, body: bytes, headers: Mapping[str, str], stream: bool
@@ -88,6 +89,7 @@ class Engines:
         steps = self.script[backend]
         step = steps[min(self.calls.count(backend), len(steps) - 1)]
         self.calls.append(backend)
+        self.bodies.append(orjson.loads(body))
         if isinstance(step, UpstreamError):
             raise step
         return Whole(step)
@@ -325,6 +327,7 @@ async def test_a_restricted_request_waits_for_a_local_engine_and_goes_when_one_f
     assert sent.headers["x-overspill-route"] == "local/b"
     assert h.engines.calls == ["b"]
     assert h.cloud.received == []
+    assert sent.record.queued_s is not None  # it waited, and the log says so
 
 
 async def test_cloud_answers_are_charged_to_the_tenant_until_its_budget_closes_the_cloud() -> None:
@@ -355,9 +358,29 @@ async def test_the_record_says_what_happened_for_the_log_and_the_metrics() -> No
     assert (record.tokens_in, record.tokens_out) == (3, 2)  # the answer's usage
     assert record.cache.startswith("bypass")  # no temperature: not cached by default
     assert record.error == ""
+    assert record.queued_s is None  # it never waited
     # the engines' breakers open on this one's retries (5 failures in a row): nothing is left
     refused = await h.send(ask(), {"x-overspill-privacy": "restricted"})
     assert refused.status == 503
     assert refused.record.error == "no_backend_available"
     assert refused.record.route == ""
     assert refused.record.privacy == "restricted"
+
+
+async def test_under_pressure_the_route_caps_max_tokens_and_the_answer_says_so() -> None:
+    text = (
+        POLICY.replace(
+            'cloud = ["mini"]',
+            'cloud = ["mini"]\noverflow = { max_waiting = 2 }\n[routes.degrade]\nmax_tokens = 16',
+        )
+        + '\n[priorities]\nclasses = [{ name = "interactive", max_wait_s = 0 }]\n'
+    )
+    h = harness({"a": [chat_answer("short")], "b": [chat_answer("short")]}, text)
+    for monitor in h.pipeline.runtime.backends.monitors.values():
+        monitor.waiting = 5  # no room anywhere, and restricted may not overflow
+    sent = await h.send({**ask(), "max_tokens": 500}, {"x-overspill-privacy": "restricted"})
+    assert sent.status == 200
+    assert sent.headers["x-overspill-degraded"] == "max_tokens 500 -> 16"
+    assert sent.record.degraded == "max_tokens 500 -> 16"
+    assert [body["max_tokens"] for body in h.engines.bodies] == [16]
+    assert h.cloud.received == []
