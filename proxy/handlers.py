@@ -21,8 +21,6 @@ from proxy.caller import OFFLOAD_SCAN_BYTES
 from proxy.client_headers import client_headers
 from proxy.disconnect import DisconnectWatch
 from proxy.errors import APIError, BadRequest, InternalError, NotFound, Unauthorized
-from proxy.explain import explanation
-from proxy.gate import TENANT_HEADER
 from proxy.observe import Observer
 from proxy.pipeline import Pipeline
 from proxy.record import record_of
@@ -254,12 +252,7 @@ async def admin_explain(request: Request) -> Response:
         raise BadRequest("endpoint must be chat, completions or embeddings", param="endpoint")
     headers = client_headers(request.headers.raw)  # the tenant a request would name, sans key
     parsed = await read_request(request, services, endpoint)  # type: ignore[arg-type]
-    pipeline = services.pipeline
-    caller = pipeline.caller(parsed, headers, headers.get(TENANT_HEADER, ""))
-    privacy = await pipeline.classified(parsed, headers, caller.tenant)
-    prompt = services.runtime.affinity.prompt(parsed, pipeline.policy.balancing, caller.scope)
-    plan = pipeline.preview(parsed, privacy, prompt, caller)
-    return json_response(explanation(parsed, privacy, plan))
+    return json_response(await services.pipeline.explain(parsed, headers))
 
 
 def _admin(handler: Callable[[Request], Awaitable[Response]]) -> Any:

@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from cache.store import Hit, Miss
 from policies.decide import RoutingPlan, Target, decide, route_for
@@ -31,7 +32,8 @@ from proxy.breaker import Breaker
 from proxy.caching import Caching, Head, Produced
 from proxy.caller import Caller, caller_of, request_facts, scanned_privacy
 from proxy.errors import ModelNotFound, NoBackend, UpstreamError
-from proxy.gate import Ticket
+from proxy.explain import explanation
+from proxy.gate import TENANT_HEADER, Ticket
 from proxy.legs import Leg, legs
 from proxy.reply import Reply
 from proxy.runtime import Runtime
@@ -119,6 +121,14 @@ class Pipeline:
             n: b.last_failure or "open" for n, b in self.breakers.items() if not b.would_allow(now)
         }
         return decide(facts, self.policy, snapshot, self.runtime.rng, blocked, before)
+
+    async def explain(self, request: ProxyRequest, headers: dict[str, str]) -> dict[str, Any]:
+        """Where the request would go now, and why: the live path's own steps (caller, privacy,
+        prompt, plan) with the live load, health, breakers and spend, changing nothing."""
+        caller = self.caller(request, headers, headers.get(TENANT_HEADER, ""))
+        privacy = await self.classified(request, headers, caller.tenant)
+        prompt = self.runtime.affinity.prompt(request, self.policy.balancing, caller.scope)
+        return explanation(request, privacy, self.preview(request, privacy, prompt, caller))
 
     def identify(self, headers: dict[str, str]) -> Identity:
         """Who calls (401/403 otherwise): from the headers alone, before the body is read, so an

@@ -8,6 +8,8 @@ these show the branches in milliseconds."""
 from __future__ import annotations
 
 import asyncio
+import random
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -384,3 +386,70 @@ async def test_under_pressure_the_route_caps_max_tokens_and_the_answer_says_so()
     assert sent.record.degraded == "max_tokens 500 -> 16"
     assert [body["max_tokens"] for body in h.engines.bodies] == [16]
     assert h.cloud.received == []
+
+
+EXPLAINED = (
+    POLICY.replace('cloud = ["mini"]', 'cloud = ["mini"]\noverflow = { max_waiting = 3 }')
+    + """
+[priorities]
+classes = [
+  { name = "interactive", max_wait_s = 0 },
+  { name = "batch", overflow = false, max_wait_s = 0 },
+]
+
+[[tenants]]
+name = "acme"
+cloud_budget_usd = 0.03
+"""
+)
+
+
+def varied(rng: random.Random) -> tuple[dict[str, Any], dict[str, str], dict[str, tuple]]:
+    """A request, its headers, and the load each engine shows (distinct queues: no ties)."""
+    queues = rng.sample(range(8), 2)
+    loads = {
+        name: (rng.random() < 0.85, queue, rng.choice([None, 0.1, 0.95]))
+        for name, queue in zip(("a", "b"), queues, strict=True)
+    }
+    headers = {
+        name: value
+        for name, value in (
+            ("x-overspill-privacy", rng.choice(["", "public", "restricted"])),
+            ("x-overspill-priority", rng.choice(["", "interactive", "batch"])),
+            ("x-overspill-tenant", rng.choice(["", "acme", "someone"])),
+        )
+        if value
+    }
+    body = {**ask(f"question {rng.randrange(10**6)}"), "max_tokens": rng.choice([8, 64, 512])}
+    return body, headers, loads
+
+
+async def test_explain_says_what_the_live_path_then_does_for_generated_requests() -> None:
+    """300 generated requests under varied load, health, privacy, priority and spend: the
+    explanation given just before each is sent names the target it then goes to (or that it is
+    refused), with the same first reason."""
+    rng = random.Random(15)
+    h = harness({"a": [chat_answer("a")], "b": [chat_answer("b")]}, EXPLAINED)
+    monitors = h.pipeline.runtime.backends.monitors
+    outcomes: Counter[str] = Counter()
+    for case in range(300):
+        body, headers, loads = varied(rng)
+        for name, (healthy, queue, kv) in loads.items():
+            monitor = monitors[name]
+            monitor.healthy, monitor.waiting, monitor.kv_cache_usage = healthy, queue, kv
+            monitor.error = None if healthy else "probe failed"
+        request = parse_request("chat", orjson.dumps(body))
+        explained = await h.pipeline.explain(request, headers)
+        sent = await h.send(body, headers)
+        where = f"case {case}: {headers} {loads} -> {explained}"
+        if explained["refused"]:
+            assert sent.status == 503, where
+            assert sent.record.route == "", where
+            outcomes["refused"] += 1
+            continue
+        assert sent.headers["x-overspill-route"] == explained["targets"][0], where
+        if explained["reasons"]:
+            assert explained["reasons"][0].startswith(sent.headers["x-overspill-reason"]), where
+        outcomes[explained["targets"][0]] += 1
+    # the generator reached every outcome: both engines, the cloud, and refusals
+    assert set(outcomes) == {"local/a", "local/b", "cloud/mini", "refused"}, outcomes
