@@ -26,7 +26,7 @@ from policies.model import RetrySettings
 from proxy.answer import Answer
 from proxy.breaker import Breaker
 from proxy.clock import Clock
-from proxy.errors import APIError, UpstreamError
+from proxy.errors import APIError, UpstreamError, UpstreamNotConnected
 
 
 @dataclass
@@ -82,14 +82,21 @@ async def attempt(
     settings: RetrySettings,
     deadline: float,
     clock: Clock,
+    elsewhere: bool = False,
 ) -> Opened:
     """Open the target (retrying as allowed) and, for a stream, receive its first chunk.
-    `deadline` is a reading of `clock.now`."""
+    `deadline` is a reading of `clock.now`. With `elsewhere` (another target could take the
+    request), a target that could not even be connected to is left at once, as nginx's and
+    Envoy's retries move to the next host: retried here only when it is the last one."""
     past_deadline = _PastDeadline(settings, deadline, clock)
+
+    def retry_here(error: BaseException) -> bool:
+        return retryable(error) and not (elsewhere and isinstance(error, UpstreamNotConnected))
+
     retrying = AsyncRetrying(
         stop=stop_any(stop_after_attempt(settings.attempts), past_deadline),
         wait=_wait(settings),
-        retry=retry_if_exception(retryable),
+        retry=retry_if_exception(retry_here),
         sleep=clock.sleep,
         reraise=True,
     )

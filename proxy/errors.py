@@ -149,6 +149,11 @@ class UpstreamUnavailable(UpstreamError):
     retryable = True
 
 
+class UpstreamNotConnected(UpstreamUnavailable):
+    """No connection was made (refused, unreachable, the connect timeout): nothing was sent.
+    The engine is down or its backlog is full, so the next target goes before this one again."""
+
+
 class UpstreamTimeout(UpstreamError):
     status = 504
     code = "upstream_timeout"

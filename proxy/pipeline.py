@@ -313,17 +313,18 @@ class Pipeline:
         deadline = self.runtime.clock.now() + self._deadline(request)
         failures = list(plan.reasons)
         last_error: UpstreamError | None = None
-        for target in plan.targets:
+        for index, target in enumerate(plan.targets):
             leg = self.legs[target.kind]
             if not leg.may_carry(level, target):
                 continue  # decide() never plans this; checked again because it must never happen
+            elsewhere = self._open_after(plan.targets[index + 1 :], level)
             with contextlib.ExitStack() as held:  # released here unless the answer takes it
                 held.enter_context(leg.hold(target, request))
                 if turn is not None:
                     turn.taken()  # counted in flight: the waiting room's next may go
                 try:
                     opened = await self._attempt(
-                        leg, target, request, request_id, tenant, deadline, prompt
+                        leg, target, request, request_id, tenant, deadline, prompt, elsewhere
                     )
                 except TargetRefused as refused:
                     failures.append(f"breaker open: {target.name} ({refused})")
@@ -354,6 +355,7 @@ class Pipeline:
         tenant: Tenant | None,
         deadline: float,
         prompt: Prompt,
+        elsewhere: bool,
     ) -> Opened:
         """attempt() on the target's leg, inside what the leg waits for first (a local engine's
         prefill of the same prompt)."""
@@ -363,7 +365,15 @@ class Pipeline:
 
         breaker, clock = self.breakers[target.name], self.runtime.clock
         async with leg.prefilling(target, prompt, request.stream):
-            return await attempt(opener, breaker, self.policy.retry, deadline, clock)
+            return await attempt(opener, breaker, self.policy.retry, deadline, clock, elsewhere)
+
+    def _open_after(self, later: tuple[Target, ...], level: str) -> bool:
+        """Whether a later target of the plan could take the request now."""
+        now = self.runtime.clock.now()
+        return any(
+            self.legs[t.kind].may_carry(level, t) and self.breakers[t.name].would_allow(now)
+            for t in later
+        )
 
     async def _consume(
         self, opened: Opened, target: Target, held: contextlib.ExitStack

@@ -20,6 +20,7 @@ from proxy.answer import Answer
 from proxy.errors import (
     UpstreamDropped,
     UpstreamError,
+    UpstreamNotConnected,
     UpstreamStatus,
     UpstreamTimeout,
     UpstreamUnavailable,
@@ -66,10 +67,13 @@ class Upstream:
         try:
             async with asyncio.timeout(wait):
                 response = await self.session.post(url, data=body, headers=headers)
+        except aiohttp.ConnectionTimeoutError as exc:  # a TimeoutError too: caught first
+            connect = self.timeouts.connect_s
+            raise UpstreamNotConnected(f"{backend}: no connection within {connect:g}s") from exc
         except TimeoutError as exc:
             raise UpstreamTimeout(f"{backend}: no response within {wait:g}s") from exc
         except aiohttp.ClientConnectorError as exc:
-            raise UpstreamUnavailable(f"{backend}: cannot connect ({exc.os_error})") from exc
+            raise UpstreamNotConnected(f"{backend}: cannot connect ({exc.os_error})") from exc
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
             # Nothing of the answer arrived, so trying elsewhere is safe.
             raise UpstreamUnavailable(f"{backend}: connection lost before answering") from exc

@@ -16,7 +16,7 @@ from proxy.answer import Answer
 from proxy.attempts import TargetRefused, attempt, relayed
 from proxy.breaker import Breaker
 from proxy.clock import Clock
-from proxy.errors import UpstreamError, UpstreamStatus, UpstreamUnavailable
+from proxy.errors import UpstreamError, UpstreamNotConnected, UpstreamStatus, UpstreamUnavailable
 from tests.fakes import FakeClock
 
 SECRET = "my patient Jane Roe, diagnosis X"
@@ -228,3 +228,16 @@ def test_an_open_breaker_reads_half_open_once_open_s_has_passed() -> None:
     assert breaker.state_at(104.9) == "open"
     assert breaker.state_at(105.0) == "half_open"
     assert breaker.state == "open"  # reading it changes nothing
+
+
+@pytest.mark.parametrize(("elsewhere", "calls"), [(True, 1), (False, 4)])
+async def test_a_target_never_connected_to_is_left_at_once_when_another_could_take_it(
+    elsewhere: bool, calls: int
+) -> None:
+    fake = FakeClock()
+    leg = Leg([UpstreamNotConnected("leg: connection refused")])
+    with pytest.raises(UpstreamNotConnected):
+        await attempt(
+            leg.open, Breaker(BreakerSettings()), STEADY, fake.t + 60, fake.clock, elsewhere
+        )
+    assert leg.calls == calls

@@ -23,7 +23,7 @@ from proxy.answer import Answer
 from proxy.backends import Backends
 from proxy.cloud import Cloud, CloudAnswer
 from proxy.cloud_params import Unlisted
-from proxy.errors import UpstreamError, UpstreamStatus, UpstreamUnavailable
+from proxy.errors import UpstreamError, UpstreamNotConnected, UpstreamStatus, UpstreamUnavailable
 from proxy.handlers import PipelineResponse
 from proxy.pipeline import Pipeline
 from proxy.record import Record, record_of
@@ -218,7 +218,7 @@ def ask(text: str = "hello") -> dict[str, Any]:
 
 
 def refused() -> UpstreamError:
-    return UpstreamUnavailable("connection refused")
+    return UpstreamNotConnected("connection refused")
 
 
 def status(code: int) -> UpstreamError:
@@ -240,10 +240,27 @@ async def test_an_engine_that_cannot_be_reached_is_marked_down_and_the_other_ans
     sent = await h.send(ask())
     assert sent.status == 200
     assert sent.headers["x-overspill-route"] == "local/b"
-    # retried as the policy says (it may be a restart), then the next target
-    assert h.engines.calls == ["a", "a", "a", "b"]
-    assert h.clock.slept == [0.1, 0.2]
+    assert h.engines.calls == ["a", "b"]  # not connected, another target open: moved on at once
+    assert h.clock.slept == []
     assert not h.pipeline.runtime.backends.monitors["a"].healthy
+
+
+async def test_the_last_target_that_cannot_be_connected_to_is_retried_as_the_policy_says() -> None:
+    h = harness({"a": [refused(), refused(), chat_answer("back")], "b": [refused()]})
+    h.pipeline.runtime.backends.monitors["b"].healthy = False  # only a is left
+    sent = await h.send(ask(), {"x-overspill-privacy": "restricted"})  # and no cloud
+    assert sent.status == 200
+    assert h.engines.calls == ["a", "a", "a"]  # it may be restarting: retried, and it was
+    assert h.clock.slept == [0.1, 0.2]
+
+
+async def test_a_connection_lost_before_the_answer_is_retried_on_the_same_engine() -> None:
+    lost = UpstreamUnavailable("connection lost before answering")
+    h = harness({"a": [lost, chat_answer("a")], "b": [chat_answer("b")]})
+    h.pipeline.runtime.backends.monitors["b"].waiting = 1  # a first
+    sent = await h.send(ask())
+    assert sent.headers["x-overspill-route"] == "local/a"
+    assert h.engines.calls == ["a", "a"]
 
 
 async def test_a_retryable_failure_is_retried_on_the_same_engine_with_backoff() -> None:
