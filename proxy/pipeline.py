@@ -15,26 +15,25 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from cache.store import Hit, Miss
-from policies.decide import RoutingPlan, Target, decide, route_for
+from policies.decide import RoutingPlan, decide, route_for
 from policies.identity import Identity, KeyRing
 from policies.load import LoadSnapshot
 from policies.model import Policy, Tenant
 from policies.privacy import Classification
 from proxy.affinity import Prompt
-from proxy.answer import Answer
-from proxy.attempts import Opened, TargetRefused, attempt, relayed
 from proxy.breaker import Breaker
-from proxy.caching import Caching, Head, Produced
+from proxy.caching import Caching, Produced
 from proxy.caller import Caller, caller_of, request_facts, scanned_privacy
-from proxy.errors import ModelNotFound, NoBackend, UpstreamError
+from proxy.chain import Chain, Trip
+from proxy.degrade import capped, smaller_model
+from proxy.errors import ModelNotFound
 from proxy.explain import explanation
 from proxy.gate import TENANT_HEADER, Ticket
-from proxy.legs import Leg, legs
+from proxy.record import question_of
 from proxy.reply import Reply
 from proxy.runtime import Runtime
 from proxy.schema import ProxyRequest
@@ -53,9 +52,9 @@ class Pipeline:
 
     def __post_init__(self) -> None:
         self.keys = KeyRing.of(self.policy)
-        self.legs = legs(self.policy, self.runtime)
         for name in [b.name for b in self.policy.backends] + [c.name for c in self.policy.clouds]:
             self.breakers.setdefault(name, Breaker(self.policy.breaker))
+        self.chain = Chain(self.policy, self.runtime, self.breakers)
 
     def caller(self, request: ProxyRequest, headers: dict[str, str], named: str) -> Caller:
         return caller_of(self.policy, request, headers, named)
@@ -149,7 +148,7 @@ class Pipeline:
         if self.serves(request.model):  # traffic is kept per model only for models we serve
             reply.note_served(request.model)
         if self.policy.server.log_prompts:  # written only for levels that may leave (observe.py)
-            reply.record.prompt = _last_user_text(request.body)
+            reply.record.prompt = question_of(request.body)
         with self.runtime.gate.admitted(tenant, request.token_estimate) as ticket:
             await self._answer(request, reply, request_id, headers, identity.tenant, ticket)
 
@@ -217,10 +216,10 @@ class Pipeline:
         if turn is not None:
             waited = round(self.runtime.clock.now() - queued, 4)
             current = self.plan(job, privacy, prompt, caller)
+        deadline = self.runtime.clock.now() + self._deadline(request)
+        trip = Trip(job, privacy.level, request_id, prompt, caller.tenant, deadline)
         try:
-            head, chunks = await self._produce(
-                job, current, privacy.level, request_id, prompt, caller.tenant, turn
-            )
+            head, chunks = await self.chain.produce(trip, current, turn)
         finally:
             if turn is not None:
                 turn.taken()
@@ -244,24 +243,18 @@ class Pipeline:
         cloud), what the route's [routes.degrade] offers instead: a smaller model whose backends
         have room, else a capped max_tokens. Else the request as it is."""
         rule = route_for(self.policy, request.model).degrade
-        if not _pressed(plan) or (rule.model is None and rule.max_tokens is None):
+        if not _pressed(plan):
             return request, plan, ""
-        if rule.model is not None:
-            smaller = dataclasses.replace(
-                request, model=rule.model, body={**request.body, "model": rule.model}
-            )
+        offer = smaller_model(request, rule)
+        if offer is not None:
             with contextlib.suppress(ModelNotFound):
-                fresh = self.preview(smaller, privacy, prompt, caller)
+                fresh = self.preview(offer[0], privacy, prompt, caller)
                 if fresh.targets and not _pressed(fresh):
-                    return smaller, fresh, f"model {request.model} -> {rule.model}"
-        asked = request.body.get("max_completion_tokens") or request.body.get("max_tokens")
-        cap = rule.max_tokens
-        if cap is None or (isinstance(asked, int) and asked <= cap):
+                    return offer[0], fresh, offer[1]
+        offer = capped(request, rule)
+        if offer is None:
             return request, plan, ""
-        field = "max_completion_tokens" if "max_completion_tokens" in request.body else "max_tokens"
-        capped = dataclasses.replace(request, body={**request.body, field: cap})
-        fresh = self.preview(capped, privacy, prompt, caller)
-        return capped, fresh, f"max_tokens {asked or 'unset'} -> {cap}"
+        return offer[0], self.preview(offer[0], privacy, prompt, caller), offer[1]
 
     async def _wait_turn(
         self,
@@ -297,95 +290,6 @@ class Pipeline:
         )
         return await self.runtime.room.wait(ask, ready)
 
-    async def _produce(
-        self,
-        request: ProxyRequest,
-        plan: RoutingPlan,
-        level: str,
-        request_id: str,
-        prompt: Prompt,
-        tenant: Tenant | None = None,
-        turn: Turn | None = None,
-    ) -> Produced:
-        """The first target in the plan that answers, retried as allowed; its answer's head and
-        body. The body reports to the target's breaker, and releases its in-flight count, as it
-        is consumed: a stream can still fail midway."""
-        deadline = self.runtime.clock.now() + self._deadline(request)
-        failures = list(plan.reasons)
-        last_error: UpstreamError | None = None
-        for index, target in enumerate(plan.targets):
-            leg = self.legs[target.kind]
-            if not leg.may_carry(level, target):
-                continue  # decide() never plans this; checked again because it must never happen
-            elsewhere = self._open_after(plan.targets[index + 1 :], level)
-            with contextlib.ExitStack() as held:  # released here unless the answer takes it
-                held.enter_context(leg.hold(target, request))
-                if turn is not None:
-                    turn.taken()  # counted in flight: the waiting room's next may go
-                try:
-                    opened = await self._attempt(
-                        leg, target, request, request_id, tenant, deadline, prompt, elsewhere
-                    )
-                except TargetRefused as refused:
-                    failures.append(f"breaker open: {target.name} ({refused})")
-                    continue
-                except UpstreamError as error:
-                    if not error.retryable:
-                        raise  # the target says the request itself is wrong: no other one helps
-                    failures.append(error.message)
-                    last_error = error
-                    continue
-                answer = opened.answer
-                head = Head(target.route, answer.status, answer.headers(), answer.stream)
-                return head, self._consume(opened, target, held.pop_all())
-        why = "; ".join(failures or [plan.why_none])
-        if last_error is not None:
-            # Every target was tried and failed: the last failure's status tells the client most
-            # (502 engine failure, 503 overloaded, 429 with Retry-After), the message tells all.
-            last_error.message = f"every target failed for model {request.model!r}: {why}"
-            raise last_error
-        raise NoBackend(f"no target could serve model {request.model!r} (privacy={level}): {why}")
-
-    async def _attempt(
-        self,
-        leg: Leg,
-        target: Target,
-        request: ProxyRequest,
-        request_id: str,
-        tenant: Tenant | None,
-        deadline: float,
-        prompt: Prompt,
-        elsewhere: bool,
-    ) -> Opened:
-        """attempt() on the target's leg, inside what the leg waits for first (a local engine's
-        prefill of the same prompt)."""
-
-        async def opener() -> Answer:
-            return await leg.open(target, request, request_id, tenant)
-
-        breaker, clock = self.breakers[target.name], self.runtime.clock
-        async with leg.prefilling(target, prompt, request.stream):
-            return await attempt(opener, breaker, self.policy.retry, deadline, clock, elsewhere)
-
-    def _open_after(self, later: tuple[Target, ...], level: str) -> bool:
-        """Whether a later target of the plan could take the request now."""
-        now = self.runtime.clock.now()
-        return any(
-            self.legs[t.kind].may_carry(level, t) and self.breakers[t.name].would_allow(now)
-            for t in later
-        )
-
-    async def _consume(
-        self, opened: Opened, target: Target, held: contextlib.ExitStack
-    ) -> AsyncIterator[bytes]:
-        """The answer's body, holding the target (in-flight counts) until it is consumed."""
-        body = relayed(opened, self.breakers[target.name], self.runtime.clock)
-        with held:
-            # closed at once when the client leaves: the engine stops generating now, not at GC
-            async with contextlib.aclosing(body):  # type: ignore[type-var]
-                async for chunk in body:
-                    yield chunk
-
     def _deadline(self, request: ProxyRequest) -> float:
         route = route_for(self.policy, request.model)
         return route.deadline_s or self.policy.timeouts.total_s
@@ -394,14 +298,3 @@ class Pipeline:
 def _pressed(plan: RoutingPlan) -> bool:
     """No local backend has room for the request now, and it does not go to the cloud."""
     return not plan.targets or plan.waits_for_local
-
-
-def _last_user_text(body: dict[str, object]) -> str:
-    """The question, for a log line: the last user message (or the prompt), at most 2,000
-    characters."""
-    messages = body.get("messages")
-    if isinstance(messages, list):
-        for message in reversed(messages):
-            if isinstance(message, dict) and message.get("role") == "user":
-                return str(message.get("content"))[:2000]
-    return str(body.get("prompt", ""))[:2000]

@@ -38,3 +38,14 @@ def record_of(scope_state: dict[str, Any]) -> Record:
     if not isinstance(found, Record):
         found = scope_state[RECORD] = Record(str(scope_state.get("request_id", "")))
     return found
+
+
+def question_of(body: dict[str, object]) -> str:
+    """The question, for a log line: the last user message (or the prompt), at most 2,000
+    characters."""
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            if isinstance(message, dict) and message.get("role") == "user":
+                return str(message.get("content"))[:2000]
+    return str(body.get("prompt", ""))[:2000]
