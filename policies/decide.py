@@ -67,6 +67,11 @@ class RoutingPlan:
         return first is not None and first.kind == "local" and first.name in self.saturated
 
     @property
+    def pressed(self) -> bool:
+        """No local backend has room for the request now, and it does not go to the cloud."""
+        return not self.targets or self.waits_for_local
+
+    @property
     def local_room_now(self) -> bool:
         """It goes first to a local backend that has room now."""
         first = self.targets[0] if self.targets else None

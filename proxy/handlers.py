@@ -16,6 +16,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from policies.identity import Identity
+from policies.model import Backend
 from proxy.bodies import read_body
 from proxy.caller import OFFLOAD_SCAN_BYTES
 from proxy.client_headers import client_headers
@@ -109,28 +110,7 @@ async def readyz(request: Request) -> Response:
 
 async def admin_status(request: Request) -> Response:
     services = _services(request)
-    backends = []
-    for backend in services.policy.backends:
-        view = services.runtime.backends[backend.name].view()
-        backends.append(
-            {
-                "name": backend.name,
-                "kind": backend.kind,
-                "url": backend.url,
-                "healthy": view.healthy,
-                "error": view.error,
-                "models": view.models,
-                "in_flight": view.in_flight,
-                "load": {
-                    "running": view.running,
-                    "waiting": view.waiting,
-                    "kv_cache_usage": view.kv_cache_usage,
-                    "loaded_models": sorted(view.loaded_models)
-                    if view.loaded_models is not None
-                    else None,
-                },
-            }
-        )
+    backends = [_backend_status(services, backend) for backend in services.policy.backends]
     now = services.runtime.clock.now()
     breakers = {
         name: {"state": b.state_at(now), "last_failure": b.last_failure}
@@ -253,6 +233,26 @@ async def admin_explain(request: Request) -> Response:
     headers = client_headers(request.headers.raw)  # the tenant a request would name, sans key
     parsed = await read_request(request, services, endpoint)  # type: ignore[arg-type]
     return json_response(await services.pipeline.explain(parsed, headers))
+
+
+def _backend_status(services: Services, backend: Backend) -> dict[str, Any]:
+    view = services.runtime.backends[backend.name].view()
+    loaded = sorted(view.loaded_models) if view.loaded_models is not None else None
+    return {
+        "name": backend.name,
+        "kind": backend.kind,
+        "url": backend.url,
+        "healthy": view.healthy,
+        "error": view.error,
+        "models": view.models,
+        "in_flight": view.in_flight,
+        "load": {
+            "running": view.running,
+            "waiting": view.waiting,
+            "kv_cache_usage": view.kv_cache_usage,
+            "loaded_models": loaded,
+        },
+    }
 
 
 def _admin(handler: Callable[[Request], Awaitable[Response]]) -> Any:

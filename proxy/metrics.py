@@ -14,6 +14,7 @@ from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
 
+from cache.store import CacheStats
 from proxy.services import Services
 
 _BREAKER_STATES = ("closed", "half_open", "open")
@@ -104,19 +105,7 @@ class ServicesCollector(Collector):
         )
         refused.add_metric([], stats.refused)
         yield refused
-        refereed = CounterMetricFamily(
-            "overspill_cache_referee_checks",
-            "Borderline similarities the reference model settled, by outcome.",
-            labels=["outcome"],
-        )
-        confirmed = stats.refereed - stats.overturned - stats.unrefereed
-        for outcome, count in (
-            ("confirmed", confirmed),
-            ("overturned", stats.overturned),
-            ("unavailable", stats.unrefereed),
-        ):
-            refereed.add_metric([outcome], count)
-        yield refereed
+        yield _referee(stats)
         entries = GaugeMetricFamily("overspill_cache_entries", "Answers in the cache.")
         entries.add_metric([], len(answers.cache))
         yield entries
@@ -155,3 +144,19 @@ class ServicesCollector(Collector):
 async def metrics(request: Request) -> Response:
     registry: CollectorRegistry = request.app.state.registry
     return Response(generate_latest(registry), media_type="text/plain; version=0.0.4")
+
+
+def _referee(stats: CacheStats) -> Metric:
+    refereed = CounterMetricFamily(
+        "overspill_cache_referee_checks",
+        "Borderline similarities the reference model settled, by outcome.",
+        labels=["outcome"],
+    )
+    confirmed = stats.refereed - stats.overturned - stats.unrefereed
+    for outcome, count in (
+        ("confirmed", confirmed),
+        ("overturned", stats.overturned),
+        ("unavailable", stats.unrefereed),
+    ):
+        refereed.add_metric([outcome], count)
+    return refereed

@@ -1,20 +1,13 @@
-"""The request path, top to bottom: classify, plan, try targets in order, relay.
-
-tenant = identify(...), admit     proxy/gate: 401/403/429 before any work
-privacy = classify(...)            policies/privacy (pure)
-plan = decide(...)                 policies/decide (pure): locals, cloud chain, last resorts
-for target in plan.targets:        proxy/attempts: breaker, retries before the first byte
-    relay the answer               proxy/reply: chunk by chunk, or whole
-cache lookup, coalescing         proxy/caching (cache/): a hit is replayed; identical requests
-                                 in flight share one upstream call; new answers are kept
-identify, admit                  proxy/gate (policies/identity, policies/admission): who
-                                 calls, may that tenant start one more request now
-"""
+"""The request path under one policy, top to bottom: identify and admit (gate), who asks and
+how private (caller), the plan (policies/decide), the cache and coalescing (caching), degrade and
+the waiting room under pressure, the chain of targets (chain, legs), the reply. The hops, with
+their module:function, are drawn in docs/design.md."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +19,7 @@ from policies.model import Policy, Tenant
 from policies.privacy import Classification
 from proxy.affinity import Prompt
 from proxy.breaker import Breaker
-from proxy.caching import Caching, Produced
+from proxy.caching import Caching, Head, Produced
 from proxy.caller import Caller, caller_of, request_facts, scanned_privacy
 from proxy.chain import Chain, Trip
 from proxy.degrade import capped, smaller_model
@@ -185,16 +178,7 @@ class Pipeline:
 
         async with self.runtime.answers.shared(caching, produce) as (head, chunks):
             reply.note_production(head)
-            if head.status != 200:
-                ticket.use(0)  # an error computed nothing worth charging
-            else:
-
-                def used(usage: Usage | None) -> None:
-                    ticket.use(usage.total if usage else None)
-                    reply.note_usage(usage)
-
-                chunks = metered(chunks, head.stream, request.prompt_estimate, used)
-            await reply.deliver(head, chunks)
+            await reply.deliver(head, _charged(head, chunks, request, ticket, reply))
 
     async def _produced(
         self,
@@ -243,13 +227,13 @@ class Pipeline:
         cloud), what the route's [routes.degrade] offers instead: a smaller model whose backends
         have room, else a capped max_tokens. Else the request as it is."""
         rule = route_for(self.policy, request.model).degrade
-        if not _pressed(plan):
+        if not plan.pressed:
             return request, plan, ""
         offer = smaller_model(request, rule)
         if offer is not None:
             with contextlib.suppress(ModelNotFound):
                 fresh = self.preview(offer[0], privacy, prompt, caller)
-                if fresh.targets and not _pressed(fresh):
+                if fresh.targets and not fresh.pressed:
                     return offer[0], fresh, offer[1]
         offer = capped(request, rule)
         if offer is None:
@@ -295,6 +279,17 @@ class Pipeline:
         return route.deadline_s or self.policy.timeouts.total_s
 
 
-def _pressed(plan: RoutingPlan) -> bool:
-    """No local backend has room for the request now, and it does not go to the cloud."""
-    return not plan.targets or plan.waits_for_local
+def _charged(
+    head: Head, chunks: AsyncIterator[bytes], request: ProxyRequest, ticket: Ticket, reply: Reply
+) -> AsyncIterator[bytes]:
+    """The body, with the tokens it turns out to use charged to the caller's ticket (an error
+    computed nothing worth charging) and noted in the record."""
+    if head.status != 200:
+        ticket.use(0)
+        return chunks
+
+    def used(usage: Usage | None) -> None:
+        ticket.use(usage.total if usage else None)
+        reply.note_usage(usage)
+
+    return metered(chunks, head.stream, request.prompt_estimate, used)

@@ -411,3 +411,4 @@ def test_a_plan_says_whether_it_would_queue_for_a_local_backend(
     plan = RoutingPlan("m", targets, (), saturated=saturated)
     assert plan.waits_for_local is waits
     assert plan.local_room_now is room
+    assert plan.pressed is (not targets or waits)

@@ -21,7 +21,8 @@ from policies.loader import parse_policy
 from policies.model import CloudTarget, Policy, Timeouts
 from proxy.answer import Answer
 from proxy.backends import Backends
-from proxy.cloud import Cloud, CloudAnswer
+from proxy.cloud import Cloud
+from proxy.cloud_answer import CloudAnswer
 from proxy.cloud_params import Unlisted
 from proxy.errors import UpstreamError, UpstreamNotConnected, UpstreamStatus, UpstreamUnavailable
 from proxy.handlers import PipelineResponse
