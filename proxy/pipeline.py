@@ -34,6 +34,16 @@ from proxy.usage import Usage, metered
 from proxy.waiting import Ask, Turn
 
 
+@dataclass(frozen=True)
+class Asked:
+    """What the path knows of a request beyond its body: who asks (class, tenant), how private
+    it is, and what its prompt shares with what the replicas hold."""
+
+    privacy: Classification
+    prompt: Prompt
+    caller: Caller
+
+
 @dataclass
 class Pipeline:
     """The request path under one policy. What outlives the policy lives in `runtime`; the
@@ -62,42 +72,27 @@ class Pipeline:
         snapshot = snapshot or self.runtime.backends.snapshot()
         return bool(snapshot.serving(model)) or bool(route_for(self.policy, model).cloud)
 
-    def plan(
-        self, request: ProxyRequest, privacy: Classification, prompt: Prompt, caller: Caller
-    ) -> RoutingPlan:
+    def plan(self, request: ProxyRequest, asked: Asked) -> RoutingPlan:
         """The plan the request follows: it takes its round-robin turn, and its saturation
         verdicts are remembered for the next request of its model and class (hysteresis)."""
-        memory = (request.model, caller.priority.name)
-        turn = self.runtime.affinity.turn(caller.scope)
+        memory = (request.model, asked.caller.priority.name)
+        turn = self.runtime.affinity.turn(asked.caller.scope)
         before = self.runtime.saturated.get(memory, frozenset())
-        plan = self._decided(request, privacy, prompt, caller, turn, before)
+        plan = self._decided(request, asked, turn, before)
         self.runtime.saturated[memory] = plan.saturated
         return plan
 
-    def preview(
-        self,
-        request: ProxyRequest,
-        privacy: Classification,
-        prompt: Prompt,
-        caller: Caller,
-        hysteresis: bool = True,
-    ) -> RoutingPlan:
+    def preview(self, request: ProxyRequest, asked: Asked, hysteresis: bool = True) -> RoutingPlan:
         """The plan as it would be now, changing nothing (explain, degrade's checks, a waiter's
         look). `hysteresis=False` judges saturation by the thresholds alone: a waiter asks
         whether there is room now (hysteresis keeps traffic from flapping to the cloud and back,
         and at max_concurrency 1 it would never see room again)."""
-        memory = (request.model, caller.priority.name)
+        memory = (request.model, asked.caller.priority.name)
         before = self.runtime.saturated.get(memory, frozenset()) if hysteresis else frozenset()
-        return self._decided(request, privacy, prompt, caller, 0, before)
+        return self._decided(request, asked, 0, before)
 
     def _decided(
-        self,
-        request: ProxyRequest,
-        privacy: Classification,
-        prompt: Prompt,
-        caller: Caller,
-        turn: int,
-        before: frozenset[str],
+        self, request: ProxyRequest, asked: Asked, turn: int, before: frozenset[str]
     ) -> RoutingPlan:
         snapshot = self.runtime.backends.snapshot()
         if not self.serves(request.model, snapshot):
@@ -106,8 +101,10 @@ class Pipeline:
             raise ModelNotFound(
                 f"The model `{request.model}` does not exist. Available: {available}", param="model"
             )
+        caller = asked.caller
         budget_closed = self.runtime.gate.cloud_closed(caller.tenant)
-        facts = request_facts(request, privacy.level, caller, budget_closed, prompt.held, turn)
+        level, held = asked.privacy.level, asked.prompt.held
+        facts = request_facts(request, level, caller, budget_closed, held, turn)
         now = self.runtime.clock.now()
         blocked = {
             n: b.last_failure or "open" for n, b in self.breakers.items() if not b.would_allow(now)
@@ -117,10 +114,16 @@ class Pipeline:
     async def explain(self, request: ProxyRequest, headers: dict[str, str]) -> dict[str, Any]:
         """Where the request would go now, and why: the live path's own steps (caller, privacy,
         prompt, plan) with the live load, health, breakers and spend, changing nothing."""
-        caller = self.caller(request, headers, headers.get(TENANT_HEADER, ""))
+        asked = await self.asked(request, headers, headers.get(TENANT_HEADER, ""))
+        return explanation(request, asked.privacy, self.preview(request, asked))
+
+    async def asked(self, request: ProxyRequest, headers: dict[str, str], named: str) -> Asked:
+        """Who asks, how private the request is, and what its prompt shares with the replicas:
+        the same for the live path and explain."""
+        caller = self.caller(request, headers, named)
         privacy = await self.classified(request, headers, caller.tenant)
         prompt = self.runtime.affinity.prompt(request, self.policy.balancing, caller.scope)
-        return explanation(request, privacy, self.preview(request, privacy, prompt, caller))
+        return Asked(privacy, prompt, caller)
 
     def identify(self, headers: dict[str, str]) -> Identity:
         """Who calls (401/403 otherwise): from the headers alone, before the body is read, so an
@@ -154,10 +157,9 @@ class Pipeline:
         named: str,
         ticket: Ticket,
     ) -> None:
-        caller = self.caller(request, headers, named)
-        privacy = await self.classified(request, headers, caller.tenant)
-        prompt = self.runtime.affinity.prompt(request, self.policy.balancing, caller.scope)
-        plan = self.plan(request, privacy, prompt, caller)
+        asked = await self.asked(request, headers, named)
+        privacy, caller = asked.privacy, asked.caller
+        plan = self.plan(request, asked)
         reply.note(plan.reasons, privacy.level)
         reply.note_priority(caller.priority.name)
         caching = self.runtime.answers.caching(
@@ -172,9 +174,7 @@ class Pipeline:
         reply.note_cache(caching.plan.status, caching.plan.why)
 
         async def produce() -> Produced:  # a flight's: it belongs to no one client
-            return await self._produced(
-                request, plan, privacy, prompt, caller, request_id, caching, found
-            )
+            return await self._produced(request, plan, asked, request_id, caching, found)
 
         async with self.runtime.answers.shared(caching, produce) as (head, chunks):
             reply.note_production(head)
@@ -184,24 +184,23 @@ class Pipeline:
         self,
         request: ProxyRequest,
         plan: RoutingPlan,
-        privacy: Classification,
-        prompt: Prompt,
-        caller: Caller,
+        asked: Asked,
         request_id: str,
         caching: Caching,
         found: Miss,
     ) -> Produced:
         """The answer from the targets: degraded under pressure if the route allows, after a
         wait in the waiting room if it must; kept in the cache unless degraded."""
-        job, current, degraded = self._degraded(request, plan, privacy, prompt, caller)
+        job, current, degraded = self._degraded(request, plan, asked)
         queued = self.runtime.clock.now()
-        turn = await self._wait_turn(job, current, privacy, prompt, caller)
+        turn = await self._wait_turn(job, current, asked)
         waited = None
         if turn is not None:
             waited = round(self.runtime.clock.now() - queued, 4)
-            current = self.plan(job, privacy, prompt, caller)
+            current = self.plan(job, asked)
         deadline = self.runtime.clock.now() + self._deadline(request)
-        trip = Trip(job, privacy.level, request_id, prompt, caller.tenant, deadline)
+        level, tenant = asked.privacy.level, asked.caller.tenant
+        trip = Trip(job, level, request_id, asked.prompt, tenant, deadline)
         try:
             head, chunks = await self.chain.produce(trip, current, turn)
         finally:
@@ -216,12 +215,7 @@ class Pipeline:
         return self.runtime.answers.keep(caching, (head, chunks), found)
 
     def _degraded(
-        self,
-        request: ProxyRequest,
-        plan: RoutingPlan,
-        privacy: Classification,
-        prompt: Prompt,
-        caller: Caller,
+        self, request: ProxyRequest, plan: RoutingPlan, asked: Asked
     ) -> tuple[ProxyRequest, RoutingPlan, str]:
         """Under pressure (no local backend has room now, and the plan does not go to the
         cloud), what the route's [routes.degrade] offers instead: a smaller model whose backends
@@ -232,32 +226,27 @@ class Pipeline:
         offer = smaller_model(request, rule)
         if offer is not None:
             with contextlib.suppress(ModelNotFound):
-                fresh = self.preview(offer[0], privacy, prompt, caller)
+                fresh = self.preview(offer[0], asked)
                 if fresh.targets and not fresh.pressed:
                     return offer[0], fresh, offer[1]
         offer = capped(request, rule)
         if offer is None:
             return request, plan, ""
-        return offer[0], self.preview(offer[0], privacy, prompt, caller), offer[1]
+        return offer[0], self.preview(offer[0], asked), offer[1]
 
     async def _wait_turn(
-        self,
-        request: ProxyRequest,
-        plan: RoutingPlan,
-        privacy: Classification,
-        prompt: Prompt,
-        caller: Caller,
+        self, request: ProxyRequest, plan: RoutingPlan, asked: Asked
     ) -> Turn | None:
         """Wait in the waiting room when the plan can only send the request to a saturated
         local backend (and its class has a queue); None when it need not wait."""
-        priority = caller.priority
+        priority = asked.caller.priority
         if not plan.waits_for_local:
             return None
         if priority.max_wait_s <= 0:
             return None  # no proxy queue for this class: the engine's own queue holds it
 
         def ready() -> bool:
-            fresh = self.preview(request, privacy, prompt, caller, hysteresis=False)
+            fresh = self.preview(request, asked, hysteresis=False)
             return fresh.local_room_now
 
         route = route_for(self.policy, request.model)
@@ -270,7 +259,7 @@ class Pipeline:
             max_wait,
             priorities.aging_s,
             request.token_estimate,
-            (priority.name, privacy.level),
+            (priority.name, asked.privacy.level),
         )
         return await self.runtime.room.wait(ask, ready)
 
