@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from proxy.serving import Server
+from proxy.http.serving import Server
 
 
 def build(upstream: str) -> Starlette:

@@ -34,7 +34,7 @@ class Server:
     log_prompts: bool = False
     # Where tenants' cloud spend is kept across restarts (None: in memory, a restart forgets it)
     spend_path: str | None = None
-    # A body field a cloud call may not take (proxy/cloud_params.py): dropped, or refused (400)
+    # A body field a cloud call may not take (proxy/legs/cloud_params.py): dropped, or refused (400)
     unlisted_params: Literal["drop", "refuse"] = "drop"
     header_timeout_s: float = 10.0  # a request's line and headers must arrive within this
     body_timeout_s: float = 30.0  # a request body must arrive whole within this time (408)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from proxy import check, demo_traffic, explain, serve
-from proxy.engines import cli as engine_cli
+from proxy import serve
+from proxy.demo import traffic as demo_traffic
+from proxy.engine_setup import cli as engine_cli
+from proxy.ops import check, explain
 from proxy.sim import cli as sim_cli
 
 

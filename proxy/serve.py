@@ -14,10 +14,10 @@ from typing import Any
 from policies.loader import PolicyError, load_policy
 from policies.model import Policy
 from proxy import extras
-from proxy.app import build_app
-from proxy.demo import demo_fleet
-from proxy.demo_help import command_name, demo_help
-from proxy.serving import Server
+from proxy.demo.help import command_name, demo_help
+from proxy.demo.run import demo_fleet
+from proxy.http.app import build_app
+from proxy.http.serving import Server
 
 DEFAULT_CONFIG = Path("overspill.toml")
 

@@ -14,14 +14,14 @@ from policies.budget import Spend
 from policies.model import Policy
 from policies.watcher import PolicyWatcher
 from proxy import extras
-from proxy import ledger as spend_ledger
-from proxy.backends import Backends
-from proxy.caching import Answers, embedders
-from proxy.cloud import Cloud
+from proxy.flow import ledger as spend_ledger
+from proxy.flow.caching import Answers, embedders
+from proxy.flow.pipeline import Pipeline
+from proxy.flow.runtime import Runtime
 from proxy.home import overspill_home
-from proxy.pipeline import Pipeline
-from proxy.runtime import Runtime
-from proxy.upstream import Upstream
+from proxy.legs.backends import Backends
+from proxy.legs.cloud import Cloud
+from proxy.legs.upstream import Upstream
 
 log = logging.getLogger("overspill")
 

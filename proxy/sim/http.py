@@ -9,9 +9,9 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from proxy.bodies import read_body
 from proxy.errors import APIError
-from proxy.schema import decode_json
+from proxy.http.bodies import read_body
+from proxy.http.schema import decode_json
 
 
 async def read_json(request: Request, limit: int) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.errors import BadRequest
-from proxy.schema import check_message, check_messages
+from proxy.http.schema import check_message, check_messages
 from proxy.sim.tokens import render_chat
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from starlette.types import Receive, Scope, Send
 
-from proxy.disconnect import DisconnectWatch
 from proxy.errors import APIError
+from proxy.http.disconnect import DisconnectWatch
 from proxy.sim.engine import Sequence
 from proxy.sim.formats import WireFormat
 from proxy.sim.requests import GenerationRequest

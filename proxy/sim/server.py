@@ -7,7 +7,7 @@ import sys
 
 from starlette.applications import Starlette
 
-from proxy.serving import Server, bind
+from proxy.http.serving import Server, bind
 
 
 class SimServer(Server):

@@ -23,7 +23,7 @@ from cache.embedder import Embedder, EmbedderClosed, load_encoder, measured_shif
 from cache.encoders import ONNX_DIR, EmbedderError, Encoder, Shift, Vectors
 from cache.onnx_model import measure_shift, pair_cosines
 from cache.store import UNMEASURED_MARGIN, referee_margin
-from proxy.caching import embedders
+from proxy.flow.caching import embedders
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ from cache.guard import DEFAULT_THRESHOLD, conflict
 from cache.keys import CacheKeys, cache_keys
 from cache.store import Hit
 from policies.model import CacheRule
-from proxy.caching import Answers, embedders
+from proxy.flow.caching import Answers, embedders
 
 # Measured with the onnx encoder at DEFAULT_THRESHOLD 0.90: recall 56.4% with the guard (57% with
 # torch), wrong hits 1 of 217 (0.46%). The floor leaves room for a few paraphrases more or less

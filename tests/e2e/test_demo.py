@@ -29,9 +29,9 @@ import pytest
 
 from policies.loader import load_policy
 from policies.model import Policy
-from proxy.demo_config import CLOUD, PUBLIC_MODEL, TENANTS
-from proxy.traffic_mix import KINDS, plan
-from proxy.traffic_tally import Outcome, Tally, decision_of, final_table, percentile
+from proxy.demo.config import CLOUD, PUBLIC_MODEL, TENANTS
+from proxy.demo.mix import KINDS, plan
+from proxy.demo.tally import Outcome, Tally, decision_of, final_table, percentile
 from tests.processes import (
     ROOT,
     Process,

@@ -1,4 +1,5 @@
-"""proxy/affinity.py: what each replica is believed to hold, and waiting for a prefill under way."""
+"""proxy/flow/affinity.py:
+what each replica is believed to hold, and waiting for a prefill under way."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from typing import Any
 import pytest
 
 from policies.model import Balancing
-from proxy.affinity import Affinity, Prompt
-from proxy.schema import Endpoint, ProxyRequest
+from proxy.flow.affinity import Affinity, Prompt
+from proxy.http.schema import Endpoint, ProxyRequest
 
 # 8 tokens (32 characters) a block; a prefix is worth following from 8 blocks on.
 BALANCING = Balancing(block_tokens=8, min_prefix_tokens=64, warm_wait_s=2.0)

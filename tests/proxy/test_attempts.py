@@ -1,4 +1,4 @@
-"""proxy/attempts.py with fake legs and a fake clock: retries, back-off, Retry-After, the
+"""proxy/flow/attempts.py with fake legs and a fake clock: retries, back-off, Retry-After, the
 deadline, the breaker, and what a failure leaves in it."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import orjson
 import pytest
 
 from policies.model import BreakerSettings, RetrySettings
-from proxy.answer import Answer
-from proxy.attempts import TargetRefused, attempt, relayed
-from proxy.breaker import Breaker
 from proxy.clock import Clock
 from proxy.errors import UpstreamError, UpstreamNotConnected, UpstreamStatus, UpstreamUnavailable
+from proxy.flow.attempts import TargetRefused, attempt, relayed
+from proxy.legs.answer import Answer
+from proxy.legs.breaker import Breaker
 from tests.fakes import FakeClock
 
 SECRET = "my patient Jane Roe, diagnosis X"

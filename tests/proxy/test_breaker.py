@@ -1,9 +1,9 @@
-"""proxy/breaker.py: the circuit breaker state machine, driven with explicit times."""
+"""proxy/legs/breaker.py: the circuit breaker state machine, driven with explicit times."""
 
 from __future__ import annotations
 
 from policies.model import BreakerSettings
-from proxy.breaker import Breaker, State
+from proxy.legs.breaker import Breaker, State
 
 # Trips on 3 failures in a row; the failure-rate rule is out of reach (min_calls 1000).
 CONSECUTIVE = BreakerSettings(

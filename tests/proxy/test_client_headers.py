@@ -1,11 +1,12 @@
-"""proxy/client_headers.py: repeated headers join or are refused; the tenant name is bounded."""
+"""proxy/http/client_headers.py:
+repeated headers join or are refused; the tenant name is bounded."""
 
 from __future__ import annotations
 
 import pytest
 
-from proxy.client_headers import client_headers
 from proxy.errors import BadRequest
+from proxy.http.client_headers import client_headers
 
 
 def raw(*pairs: tuple[str, str]) -> list[tuple[bytes, bytes]]:

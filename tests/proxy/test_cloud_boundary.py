@@ -231,7 +231,7 @@ values = st.one_of(
 def test_random_unknown_keys_change_nothing(
     stack: Boundary, baseline: dict[bool, float], extra: dict[str, Any]
 ) -> None:
-    from proxy.cloud_params import ALLOWED
+    from proxy.legs.cloud_params import ALLOWED
 
     unknown = {k: v for k, v in extra.items() if k not in ALLOWED["chat"]}
     if not unknown:

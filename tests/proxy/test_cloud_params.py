@@ -1,4 +1,5 @@
-"""proxy/cloud_params.py: only the OpenAI API's own parameters leave a body for a cloud call."""
+"""proxy/legs/cloud_params.py:
+only the OpenAI API's own parameters leave a body for a cloud call."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.cloud_params import ALLOWED, SET_BY_PROXY, dropped_header, outbound
 from proxy.errors import BadRequest
+from proxy.legs.cloud_params import ALLOWED, SET_BY_PROXY, dropped_header, outbound
 
 # litellm keyword arguments that are the operator's: destination, credentials, price, whether a
 # call is made, what is called next.

@@ -1,12 +1,12 @@
-"""proxy/degrade.py: what a route's [routes.degrade] offers a request (pure)."""
+"""proxy/flow/degrade.py: what a route's [routes.degrade] offers a request (pure)."""
 
 from __future__ import annotations
 
 import orjson
 
 from policies.model import Degrade
-from proxy.degrade import capped, smaller_model
-from proxy.schema import ProxyRequest, parse_request
+from proxy.flow.degrade import capped, smaller_model
+from proxy.http.schema import ProxyRequest, parse_request
 
 
 def chat(**extra: object) -> ProxyRequest:

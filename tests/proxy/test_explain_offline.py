@@ -1,4 +1,4 @@
-"""`overspill explain` without a proxy (proxy/explain.py explain_offline): the proxy's own steps
+"""`overspill explain` without a proxy (proxy/ops/explain.py explain_offline): the proxy's own steps
 on an idle snapshot, so a caller's priority class and a tenant's spent cloud budget weigh in it
 as they do in the live path. No processes."""
 
@@ -11,8 +11,8 @@ import orjson
 from policies.budget import Spend, period_start
 from policies.loader import parse_policy
 from policies.model import Policy
-from proxy import ledger
-from proxy.explain import explain_offline
+from proxy.flow import ledger
+from proxy.ops.explain import explain_offline
 
 WALL = 1_790_000_000.0  # a fixed instant: the ledger's period is the one holding it
 BODY = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hello"}]})

@@ -1,11 +1,11 @@
-"""proxy/ledger.py: the cloud spend saved and read back; a damaged file is moved aside."""
+"""proxy/flow/ledger.py: the cloud spend saved and read back; a damaged file is moved aside."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from policies.budget import Spend
-from proxy.ledger import load, save
+from proxy.flow.ledger import load, save
 
 
 def test_spend_survives_a_save_and_a_load(tmp_path: Path) -> None:

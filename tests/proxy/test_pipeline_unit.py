@@ -19,17 +19,17 @@ import pytest
 
 from policies.loader import parse_policy
 from policies.model import CloudTarget, Policy, Timeouts
-from proxy.answer import Answer
-from proxy.backends import Backends
-from proxy.cloud import Cloud
-from proxy.cloud_answer import CloudAnswer
-from proxy.cloud_params import Unlisted
 from proxy.errors import UpstreamError, UpstreamNotConnected, UpstreamStatus, UpstreamUnavailable
-from proxy.handlers import PipelineResponse
-from proxy.pipeline import Pipeline
-from proxy.record import Record, record_of
-from proxy.runtime import Runtime
-from proxy.schema import ProxyRequest, parse_request
+from proxy.flow.pipeline import Pipeline
+from proxy.flow.record import Record, record_of
+from proxy.flow.runtime import Runtime
+from proxy.http.handlers import PipelineResponse
+from proxy.http.schema import ProxyRequest, parse_request
+from proxy.legs.answer import Answer
+from proxy.legs.backends import Backends
+from proxy.legs.cloud import Cloud
+from proxy.legs.cloud_answer import CloudAnswer
+from proxy.legs.cloud_params import Unlisted
 from tests.fakes import FakeClock
 
 Step = UpstreamError | bytes  # an error to raise, or a whole JSON answer

@@ -1,10 +1,10 @@
-"""proxy/promtext.py: reading an engine's load gauges out of Prometheus text."""
+"""proxy/legs/promtext.py: reading an engine's load gauges out of Prometheus text."""
 
 from __future__ import annotations
 
 import math
 
-from proxy.promtext import sample_values
+from proxy.legs.promtext import sample_values
 
 VLLM_METRICS = """\
 # HELP vllm:num_requests_running Number of requests in model execution batches.

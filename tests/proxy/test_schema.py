@@ -1,4 +1,5 @@
-"""proxy/schema.py: request bodies checked only where routing relies on them, else untouched."""
+"""proxy/http/schema.py:
+request bodies checked only where routing relies on them, else untouched."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import orjson
 import pytest
 
 from proxy.errors import BadRequest
-from proxy.schema import Endpoint, ProxyRequest, parse_request
+from proxy.http.schema import Endpoint, ProxyRequest, parse_request
 
 CHAT: dict[str, Any] = {
     "model": "llama",

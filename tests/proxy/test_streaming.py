@@ -1,4 +1,5 @@
-"""proxy/streaming.py: a stream assembled into one completion, a completion replayed as a stream."""
+"""proxy/flow/streaming.py:
+a stream assembled into one completion, a completion replayed as a stream."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.streaming import DONE, assemble, events, fresh, replay
+from proxy.flow.streaming import DONE, assemble, events, fresh, replay
 
 ID, CREATED, MODEL = "chatcmpl-5f1c", 1_700_000_000, "llama-3.1-8b"
 USAGE = {"prompt_tokens": 12, "total_tokens": 19, "completion_tokens": 7}

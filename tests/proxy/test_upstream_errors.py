@@ -1,4 +1,4 @@
-"""proxy/upstream.py's boundary: how aiohttp's failures to open a request become our errors
+"""proxy/legs/upstream.py's boundary: how aiohttp's failures to open a request become our errors
 (aiohttp's session.post replaced; no sockets). What matters is whether anything was sent: if
 not, the request may go to another target at once."""
 
@@ -9,7 +9,7 @@ import pytest
 
 from policies.model import Timeouts
 from proxy.errors import UpstreamError, UpstreamNotConnected, UpstreamTimeout, UpstreamUnavailable
-from proxy.upstream import Upstream
+from proxy.legs.upstream import Upstream
 
 
 async def opened_with(failure: BaseException) -> UpstreamError:

@@ -1,4 +1,4 @@
-"""proxy/usage.py: the tokens an answer used, read as it passes, stream or not."""
+"""proxy/flow/usage.py: the tokens an answer used, read as it passes, stream or not."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import orjson
 
-from proxy.usage import Usage, metered
+from proxy.flow.usage import Usage, metered
 
 USAGE = {"prompt_tokens": 12, "completion_tokens": 30, "total_tokens": 42}
 

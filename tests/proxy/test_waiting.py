@@ -1,4 +1,4 @@
-"""proxy/waiting.py: the waiting room, with plain asyncio code (no proxy process).
+"""proxy/flow/waiting.py: the waiting room, with plain asyncio code (no proxy process).
 
 The room's clock is a fake one, so urgencies (aging) and drain rates are exact; the timeouts
 (max_wait_s, the dispatcher's tick, the handover) are real time. No test asserts how long
@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from proxy import waiting
 from proxy.errors import Overloaded, RateLimited
-from proxy.waiting import Ask, Turn, WaitingRoom
+from proxy.flow import waiting
+from proxy.flow.waiting import Ask, Turn, WaitingRoom
 from tests.waits import DEADLINE_S
 
 INTERACTIVE, BATCH = 0, 1

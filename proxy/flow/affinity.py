@@ -1,0 +1,76 @@
+"""Prefix-aware routing and prefix coalescing, at the pipeline's edge.
+
+What the proxy believes its replicas hold in their KV caches (cache/prefix.py), and the prefills
+under way. Outlives policy reloads, as the engines' caches do.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from cache.prefix import PrefixIndex, Warming, block_hashes, render
+from policies.model import Balancing
+from proxy.http.schema import ProxyRequest
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A request's prompt blocks, and how many prompt tokens each replica already holds."""
+
+    hashes: list[bytes]
+    held: dict[str, int]  # backend -> tokens
+    matched: dict[str, int]  # backend -> blocks
+
+
+@dataclass
+class Affinity:
+    index: PrefixIndex = field(default_factory=lambda: PrefixIndex(Balancing().index_blocks))
+    warming: Warming = field(default_factory=Warming)
+    # round-robin turns, one sequence per tenant: another tenant's traffic never moves yours
+    turns: dict[str, itertools.count[int]] = field(default_factory=dict)
+    waited: int = 0  # requests that waited for another one's prefill
+
+    def turn(self, scope: str) -> int:
+        return next(self.turns.setdefault(scope, itertools.count()))
+
+    def prompt(self, request: ProxyRequest, balancing: Balancing, scope: str = "") -> Prompt:
+        """The prompt's blocks, hashed within the caller's tenant `scope`: one tenant's prompts
+        never match another's, so no routing choice, wait or header reveals whether another
+        tenant sent a prompt (the engines' own prefix caches are shared; see docs/security.md)."""
+        if balancing.strategy != "prefix" or request.endpoint == "embeddings":
+            return Prompt([], {}, {})
+        self.index.max_blocks = balancing.index_blocks
+        text = render(request.endpoint, request.body)
+        hashes = block_hashes(text, balancing.block_chars, seed=scope.encode())
+        matched = self.index.match(hashes)
+        held = {name: blocks * balancing.block_tokens for name, blocks in matched.items()}
+        return Prompt(hashes, held, matched)
+
+    async def enter(
+        self, backend: str, prompt: Prompt, balancing: Balancing, can_lead: bool = True
+    ) -> list[bytes]:
+        """Before sending to `backend`: wait (bounded) if the prefix it holds for this prompt
+        is still being prefilled there by another request; then record the prompt's blocks
+        against it. Returns the blocks this request leads the prefill of. Only a stream can
+        lead: the proxy sees its first token, while a whole answer arrives at its end."""
+        if not prompt.hashes:
+            return []
+        # matched again now, not at planning: a request that leads this prefix may have
+        # entered in between
+        matched = self.index.match(prompt.hashes).get(backend, 0)
+        if balancing.warm_wait_s > 0 and await self.warming.wait(
+            backend, prompt.hashes, matched, balancing.warm_wait_s
+        ):
+            self.waited += 1
+        self.index.record(prompt.hashes, backend)
+        shared = matched * balancing.block_tokens >= balancing.min_prefix_tokens
+        long_enough = len(prompt.hashes) * balancing.block_tokens >= balancing.min_prefix_tokens
+        if can_lead and balancing.warm_wait_s > 0 and long_enough and not shared:
+            return self.warming.lead(backend, prompt.hashes, matched)
+        return []
+
+    def leave(self, backend: str, led: Sequence[bytes]) -> None:
+        """The request's first token came (or it failed): its prefill is over."""
+        self.warming.done(backend, led)

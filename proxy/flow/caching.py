@@ -1,0 +1,286 @@
+"""The pipeline's cache steps: may this request be cached, the lookup, serving a hit, keeping a
+new answer once it is complete, and sharing one upstream call among identical requests.
+
+`Answers` outlives policy reloads (the cache, the flights in the air, the embedder); what a
+request may do is decided per request from the policy it started with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from cache import persist
+from cache.coalesce import Coalescer
+from cache.embedder import Embedder, load_encoder, measured_shift, referee_kind
+from cache.encoders import Encoder, EncoderKind
+from cache.index import Vector
+from cache.keys import CacheKeys, CachePlan, cache_keys, cache_plan, model_version
+from cache.store import (
+    UNMEASURED_MARGIN,
+    AnswerCache,
+    CacheBounds,
+    Embeds,
+    Hit,
+    Miss,
+    Referee,
+    referee_margin,
+)
+from policies.model import CacheRule, Policy
+from proxy.flow.streaming import assemble, fresh, replay
+from proxy.http.schema import ProxyRequest
+
+log = logging.getLogger("overspill")
+
+
+@dataclass(frozen=True)
+class Head:
+    """What precedes an answer's body: where it came from, its status and headers."""
+
+    route: str
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    stream: bool
+    # how it was produced, the same for every request sharing it (coalesced passengers too)
+    queued_s: float | None = None  # time its request waited in the waiting room
+    degraded: str = ""  # what was given up under pressure
+
+
+Produced = tuple[Head, AsyncIterator[bytes]]
+NO_KEYS = CacheKeys("", "", None, None)
+
+
+@dataclass(frozen=True)
+class Caching:
+    """One request's cache decision and keys."""
+
+    plan: CachePlan
+    keys: CacheKeys
+    rule: CacheRule
+    flight: str  # requests with the same flight key may share an upstream call
+
+
+def version(policy: Policy, model: str) -> str:
+    """What serves a public model, as far as the policy says: a change gives new cache keys."""
+    route = policy.route(model)
+    parts = [f"cloud:{c}:{policy.cloud(c).model}" for c in (route.cloud if route else ())]
+    for backend in policy.backends:
+        if backend.models is None:
+            parts.append(f"{backend.name}:{backend.url}:*")
+        elif model in backend.models:
+            parts.append(f"{backend.name}:{backend.url}:{backend.models[model]}")
+    return model_version(parts)
+
+
+class OnDemandEmbedder:
+    """The embedding model, loaded in the embedder's thread when a question first needs it, so
+    that a proxy whose requests are never semantically cacheable never pays for it."""
+
+    def __init__(self, kind: EncoderKind, home: Path) -> None:
+        self.kind, self.home = kind, home
+        self._embedder: Embedder | None = None
+        self._warming: asyncio.Task[Vector] | None = None
+        self._margin = UNMEASURED_MARGIN
+
+    @property
+    def ready(self) -> bool:
+        warming = self._warming
+        return (
+            warming is not None
+            and warming.done()
+            and not warming.cancelled()
+            and (warming.exception() is None)
+        )
+
+    def warm(self) -> None:
+        if self._embedder is None:
+            self._embedder = Embedder(self._load)
+            self._warming = asyncio.create_task(self._embedder.embed("warm up"))
+
+    def margin(self) -> float:
+        """How close to the threshold a similarity of this model goes to the referee: sized from
+        what was measured of the model when it was made, so known once it is loaded."""
+        return self._margin
+
+    def _load(self) -> Encoder:
+        """In the embedder's thread: the model, and what was measured of it (the model is made
+        first, if it must be)."""
+        encoder = load_encoder(self.kind, self.home)
+        shift = measured_shift(self.kind, self.home)
+        if shift is not None:
+            self._margin = referee_margin(shift.max)
+            log.info(
+                "embedder: %s moved a similarity by up to %.4f (p99 %.4f) from its referee's "
+                "on %d calibration pairs: the referee settles those within ±%.3f of the "
+                "threshold",
+                self.kind,
+                shift.max,
+                shift.p99,
+                shift.pairs,
+                self._margin,
+            )
+        return encoder
+
+    async def embed(self, text: str) -> Vector:
+        self.warm()
+        assert self._embedder is not None
+        return await self._embedder.embed(text)
+
+    async def close(self) -> None:
+        """Stop the thread; a model still loading (an export takes seconds) is not waited for."""
+        if self._embedder is None:
+            return
+        if self.ready:
+            await asyncio.to_thread(self._embedder.close)
+        else:
+            self._embedder.close(wait=False)
+
+
+def embedders(kind: EncoderKind, home: Path) -> tuple[OnDemandEmbedder, Referee | None]:
+    """The embedder the policy names, and the reference model that settles its borderline
+    similarities when it is not the reference itself."""
+    fast, refereed_by = OnDemandEmbedder(kind, home), referee_kind(kind)
+    referee = Referee(OnDemandEmbedder(refereed_by, home), fast.margin) if refereed_by else None
+    return fast, referee
+
+
+@dataclass
+class Answers:
+    embedder: Embeds | None = None
+    referee: Referee | None = None
+    bounds: CacheBounds = field(default_factory=CacheBounds)  # the whole cache, every scope
+    cache: AnswerCache = field(init=False)
+    coalescer: Coalescer[Head] = field(default_factory=Coalescer)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    _saving: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def __post_init__(self) -> None:
+        self.cache = AnswerCache(self.embedder, referee=self.referee, bounds=self.bounds)
+
+    def caching(
+        self, policy: Policy, request: ProxyRequest, level: str, tenant: str, cache_control: str
+    ) -> Caching:
+        rule = policy.cache_rule(request.model)
+        level_cache = policy.privacy.level(level).cache
+        plan = cache_plan(
+            request.endpoint, request.body, rule, level_cache, bool(tenant), cache_control
+        )
+        if not policy.cache.enabled:
+            plan = CachePlan(False, False, False, plan.coalesce, "cache disabled")
+        if not (plan.lookup or plan.store or plan.coalesce):
+            return Caching(plan, NO_KEYS, rule, "")  # the common bypass costs no hashing
+        keys = cache_keys(
+            request.endpoint, request.body, tenant, request.model, version(policy, request.model)
+        )
+        delivery = orjson.dumps([request.stream, request.body.get("stream_options")])
+        flight = f"{keys.exact}:{level}:{delivery.decode()}"
+        return Caching(plan, keys, rule, flight)
+
+    async def lookup(self, caching: Caching) -> Hit | Miss:
+        if not caching.plan.lookup:
+            return Miss()
+        return await self.cache.lookup(caching.keys, caching.rule, caching.plan.semantic)
+
+    def serve_hit(self, hit: Hit, request: ProxyRequest) -> Produced:
+        completion = fresh(hit.answer)
+        headers = []
+        if hit.kind == "semantic" and hit.similarity is not None:
+            headers.append((b"x-overspill-cache-similarity", f"{hit.similarity:.4f}".encode()))
+        if request.stream:
+            options = request.body.get("stream_options")
+            usage = isinstance(options, dict) and bool(options.get("include_usage"))
+            chunks = replay(completion, usage)
+            headers.append((b"content-type", b"text/event-stream"))
+            return Head("cache", 200, headers, True), _iterate(chunks)
+        headers.append((b"content-type", b"application/json"))
+        return Head("cache", 200, headers, False), _iterate([orjson.dumps(completion)])
+
+    def keep(self, caching: Caching, produced: Produced, miss: Miss) -> Produced:
+        """Pass the answer through; once it is complete and good, store it off the hot path."""
+        head, chunks = produced
+        if not caching.plan.store or head.status != 200:
+            return produced
+
+        async def kept() -> AsyncIterator[bytes]:
+            parts = []
+            async with contextlib.aclosing(chunks):  # type: ignore[type-var]
+                async for chunk in chunks:
+                    parts.append(chunk)
+                    yield chunk
+            answer = assemble(parts) if head.stream else b"".join(parts)
+            if answer is not None:
+                self._background(self.cache.insert(caching.keys, caching.rule, answer, miss.vector))
+
+        return head, kept()
+
+    @contextlib.asynccontextmanager
+    async def shared(
+        self, caching: Caching, produce: Callable[[], Awaitable[Produced]]
+    ) -> AsyncIterator[Produced]:
+        """The answer, from an identical request's upstream call when one is in flight."""
+        if not caching.plan.coalesce:
+            yield await produce()
+            return
+        async with self.coalescer.board(caching.flight, produce) as flight:
+            head = await flight.wait_head()
+            yield head, flight.follow()
+
+    def _background(self, work: Awaitable[None]) -> None:
+        async def run() -> None:
+            try:
+                await work
+            except Exception:  # a cache that cannot store is a miss next time, not an outage
+                log.exception("cache insert failed")
+
+        task = asyncio.create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def open(self, path: Path | None) -> None:
+        """Restore the saved cache, if any (read in a thread: it may be large)."""
+        if path is not None:
+            self.cache.restore(await asyncio.to_thread(persist.load, path))
+            log.info("cache: %d answers restored from %s", len(self.cache), path)
+
+    async def keep_saved(self, path: Path, interval_s: float) -> None:
+        """Save the cache every interval_s when it changed (a task; cancelled at shutdown)."""
+        saved = self.cache.changes
+        while True:
+            await asyncio.sleep(interval_s)
+            self.cache.sweep()
+            if self.cache.changes != saved:
+                saved = self.cache.changes
+                await self.save(path)
+
+    async def save(self, path: Path) -> None:
+        """One save at a time: a cancelled caller does not stop the thread writing the file."""
+        try:
+            async with self._saving:
+                await asyncio.to_thread(persist.save, self.cache.entries(), path)
+        except Exception as error:  # a full disk (or a bug) must not take the proxy down
+            log.warning("cache: cannot save to %s: %s", path, error)
+
+    async def settle(self, grace_s: float | None = None) -> None:
+        """Wait for the answers still being stored (at shutdown, and in tests), at most grace_s:
+        at shutdown, an answer waiting for a model still loading is saved without its vector
+        (an exact entry) rather than holding the shutdown for the model."""
+        async with asyncio.timeout(grace_s):
+            while self._tasks:
+                await asyncio.wait(self._tasks)
+
+    async def close(self) -> None:
+        """Stop the embedding threads (after settle(): an insert may still be embedding)."""
+        for model in (self.embedder, self.referee.embeds if self.referee else None):
+            if isinstance(model, OnDemandEmbedder):
+                await model.close()
+
+
+async def _iterate(chunks: list[bytes]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield chunk

@@ -1,0 +1,125 @@
+"""A plan's targets tried in order: each through its leg (proxy/legs/leg.py), retried as the policy
+allows before the first byte (proxy/flow/attempts.py), until one answers.
+
+What a target holds (in-flight counts) is released when its answer's body has been consumed, or
+at once if it did not answer. A target that says the request itself is wrong (a 4xx) ends the
+chain: no other one would answer differently. When every target failed, the last failure's
+status tells the client most, and the message names every reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from policies.decide import RoutingPlan, Target
+from policies.model import Policy, Tenant
+from proxy.errors import APIError, NoBackend, UpstreamError
+from proxy.flow.affinity import Prompt
+from proxy.flow.attempts import Opened, TargetRefused, attempt, relayed
+from proxy.flow.caching import Head, Produced
+from proxy.flow.runtime import Runtime
+from proxy.flow.waiting import Turn
+from proxy.http.schema import ProxyRequest
+from proxy.legs.answer import Answer
+from proxy.legs.breaker import Breaker
+from proxy.legs.leg import Leg, legs
+
+
+@dataclass(frozen=True)
+class Trip:
+    """One request down the chain: what its legs need to know of it."""
+
+    request: ProxyRequest
+    level: str  # its privacy level
+    request_id: str
+    prompt: Prompt
+    tenant: Tenant | None
+    deadline: float  # a reading of the runtime's clock
+
+
+@dataclass
+class Chain:
+    policy: Policy
+    runtime: Runtime
+    breakers: dict[str, Breaker]
+    legs: dict[str, Leg] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.legs = legs(self.policy, self.runtime)
+
+    async def produce(self, trip: Trip, plan: RoutingPlan, turn: Turn | None) -> Produced:
+        """The first target of the plan that answers: its answer's head and body."""
+        failures = list(plan.reasons)
+        last_error: UpstreamError | None = None
+        for index, target in enumerate(plan.targets):
+            if not self.legs[target.kind].may_carry(trip.level, target):
+                continue  # decide() never plans this; checked again because it must never happen
+            try:
+                return await self._try(trip, target, plan.targets[index + 1 :], turn)
+            except TargetRefused as refused:
+                failures.append(f"breaker open: {target.name} ({refused})")
+            except UpstreamError as error:
+                if not error.retryable:
+                    raise  # the target says the request itself is wrong: no other one helps
+                failures.append(error.message)
+                last_error = error
+        raise _none_answered(trip, plan, failures, last_error)
+
+    async def _try(
+        self, trip: Trip, target: Target, later: tuple[Target, ...], turn: Turn | None
+    ) -> Produced:
+        leg = self.legs[target.kind]
+        with contextlib.ExitStack() as held:  # released here unless the answer takes it
+            held.enter_context(leg.hold(target, trip.request))
+            if turn is not None:
+                turn.taken()  # counted in flight: the waiting room's next may go
+            opened = await self._attempt(leg, target, trip, self._open_after(later, trip.level))
+            answer = opened.answer
+            head = Head(target.route, answer.status, answer.headers(), answer.stream)
+            return head, self._consume(opened, target, held.pop_all())
+
+    async def _attempt(self, leg: Leg, target: Target, trip: Trip, elsewhere: bool) -> Opened:
+        """attempt() on the target's leg, inside what the leg waits for first (a local engine's
+        prefill of the same prompt)."""
+
+        async def opener() -> Answer:
+            return await leg.open(target, trip.request, trip.request_id, trip.tenant)
+
+        breaker, clock, retry = self.breakers[target.name], self.runtime.clock, self.policy.retry
+        async with leg.prefilling(target, trip.prompt, trip.request.stream):
+            return await attempt(opener, breaker, retry, trip.deadline, clock, elsewhere)
+
+    def _open_after(self, later: tuple[Target, ...], level: str) -> bool:
+        """Whether a later target of the plan could take the request now."""
+        now = self.runtime.clock.now()
+        return any(
+            self.legs[t.kind].may_carry(level, t) and self.breakers[t.name].would_allow(now)
+            for t in later
+        )
+
+    async def _consume(
+        self, opened: Opened, target: Target, held: contextlib.ExitStack
+    ) -> AsyncIterator[bytes]:
+        """The answer's body, holding the target (in-flight counts) until it is consumed; the
+        breaker learns how it ended."""
+        body = relayed(opened, self.breakers[target.name], self.runtime.clock)
+        with held:
+            # closed at once when the client leaves: the engine stops generating now, not at GC
+            async with contextlib.aclosing(body):  # type: ignore[type-var]
+                async for chunk in body:
+                    yield chunk
+
+
+def _none_answered(
+    trip: Trip, plan: RoutingPlan, failures: list[str], last_error: UpstreamError | None
+) -> APIError:
+    model = trip.request.model
+    why = "; ".join(failures or [plan.why_none])
+    if last_error is not None:
+        # Every target was tried and failed: the last failure's status tells the client most
+        # (502 engine failure, 503 overloaded, 429 with Retry-After), the message tells all.
+        last_error.message = f"every target failed for model {model!r}: {why}"
+        return last_error
+    return NoBackend(f"no target could serve model {model!r} (privacy={trip.level}): {why}")

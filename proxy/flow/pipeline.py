@@ -1,0 +1,284 @@
+"""The request path under one policy, top to bottom: identify and admit (gate), who asks and
+how private (caller), the plan (policies/decide), the cache and coalescing (caching), degrade and
+the waiting room under pressure, the chain of targets (chain, legs), the reply. The hops, with
+their module:function, are drawn in docs/design.md."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from cache.store import Hit, Miss
+from policies.decide import RoutingPlan, decide, route_for
+from policies.identity import Identity, KeyRing
+from policies.load import LoadSnapshot
+from policies.model import Policy, Tenant
+from policies.privacy import Classification
+from proxy.errors import ModelNotFound
+from proxy.flow.affinity import Prompt
+from proxy.flow.caching import Caching, Head, Produced
+from proxy.flow.caller import Caller, caller_of, request_facts, scanned_privacy
+from proxy.flow.chain import Chain, Trip
+from proxy.flow.degrade import capped, smaller_model
+from proxy.flow.gate import TENANT_HEADER, Ticket
+from proxy.flow.record import question_of
+from proxy.flow.runtime import Runtime
+from proxy.flow.usage import Usage, metered
+from proxy.flow.waiting import Ask, Turn
+from proxy.http.reply import Reply
+from proxy.http.schema import ProxyRequest
+from proxy.legs.breaker import Breaker
+from proxy.ops.explain import explanation
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What the path knows of a request beyond its body: who asks (class, tenant), how private
+    it is, and what its prompt shares with what the replicas hold."""
+
+    privacy: Classification
+    prompt: Prompt
+    caller: Caller
+
+
+@dataclass
+class Pipeline:
+    """The request path under one policy. What outlives the policy lives in `runtime`; the
+    breakers are the pipeline's own (a reload keeps those whose settings did not change)."""
+
+    policy: Policy
+    runtime: Runtime
+    breakers: dict[str, Breaker] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.keys = KeyRing.of(self.policy)
+        for name in [b.name for b in self.policy.backends] + [c.name for c in self.policy.clouds]:
+            self.breakers.setdefault(name, Breaker(self.policy.breaker))
+        self.chain = Chain(self.policy, self.runtime, self.breakers)
+
+    def caller(self, request: ProxyRequest, headers: dict[str, str], named: str) -> Caller:
+        return caller_of(self.policy, request, headers, named)
+
+    async def classified(
+        self, request: ProxyRequest, headers: dict[str, str], tenant: Tenant | None
+    ) -> Classification:
+        return await scanned_privacy(self.policy, self.runtime.scans, request, headers, tenant)
+
+    def serves(self, model: str, snapshot: LoadSnapshot | None = None) -> bool:
+        """A local backend serves the model now, or a route sends it to a cloud."""
+        snapshot = snapshot or self.runtime.backends.snapshot()
+        return bool(snapshot.serving(model)) or bool(route_for(self.policy, model).cloud)
+
+    def plan(self, request: ProxyRequest, asked: Asked) -> RoutingPlan:
+        """The plan the request follows: it takes its round-robin turn, and its saturation
+        verdicts are remembered for the next request of its model and class (hysteresis)."""
+        memory = (request.model, asked.caller.priority.name)
+        turn = self.runtime.affinity.turn(asked.caller.scope)
+        before = self.runtime.saturated.get(memory, frozenset())
+        plan = self._decided(request, asked, turn, before)
+        self.runtime.saturated[memory] = plan.saturated
+        return plan
+
+    def preview(self, request: ProxyRequest, asked: Asked, hysteresis: bool = True) -> RoutingPlan:
+        """The plan as it would be now, changing nothing (explain, degrade's checks, a waiter's
+        look). `hysteresis=False` judges saturation by the thresholds alone: a waiter asks
+        whether there is room now (hysteresis keeps traffic from flapping to the cloud and back,
+        and at max_concurrency 1 it would never see room again)."""
+        memory = (request.model, asked.caller.priority.name)
+        before = self.runtime.saturated.get(memory, frozenset()) if hysteresis else frozenset()
+        return self._decided(request, asked, 0, before)
+
+    def _decided(
+        self, request: ProxyRequest, asked: Asked, turn: int, before: frozenset[str]
+    ) -> RoutingPlan:
+        snapshot = self.runtime.backends.snapshot()
+        if not self.serves(request.model, snapshot):
+            known = sorted({*snapshot.public_models(), *(r.model for r in self.policy.routes)})
+            available = ", ".join(known) or "none"
+            raise ModelNotFound(
+                f"The model `{request.model}` does not exist. Available: {available}", param="model"
+            )
+        caller = asked.caller
+        budget_closed = self.runtime.gate.cloud_closed(caller.tenant)
+        level, held = asked.privacy.level, asked.prompt.held
+        facts = request_facts(request, level, caller, budget_closed, held, turn)
+        now = self.runtime.clock.now()
+        blocked = {
+            n: b.last_failure or "open" for n, b in self.breakers.items() if not b.would_allow(now)
+        }
+        return decide(facts, self.policy, snapshot, self.runtime.rng, blocked, before)
+
+    async def explain(self, request: ProxyRequest, headers: dict[str, str]) -> dict[str, Any]:
+        """Where the request would go now, and why: the live path's own steps (caller, privacy,
+        prompt, plan) with the live load, health, breakers and spend, changing nothing."""
+        asked = await self.asked(request, headers, headers.get(TENANT_HEADER, ""))
+        return explanation(request, asked.privacy, self.preview(request, asked))
+
+    async def asked(self, request: ProxyRequest, headers: dict[str, str], named: str) -> Asked:
+        """Who asks, how private the request is, and what its prompt shares with the replicas:
+        the same for the live path and explain."""
+        caller = self.caller(request, headers, named)
+        privacy = await self.classified(request, headers, caller.tenant)
+        prompt = self.runtime.affinity.prompt(request, self.policy.balancing, caller.scope)
+        return Asked(privacy, prompt, caller)
+
+    def identify(self, headers: dict[str, str]) -> Identity:
+        """Who calls (401/403 otherwise): from the headers alone, before the body is read, so an
+        unknown caller costs no parsing."""
+        return self.runtime.gate.identify(self.policy, self.keys, headers)
+
+    async def run(
+        self,
+        request: ProxyRequest,
+        reply: Reply,
+        request_id: str,
+        headers: dict[str, str],
+        identity: Identity,
+    ) -> None:
+        tenant = self.policy.tenant(identity.tenant)
+        self.runtime.gate.allow_model(tenant, request.model)
+        reply.note_request(identity.tenant, request.model)
+        if self.serves(request.model):  # traffic is kept per model only for models we serve
+            reply.note_served(request.model)
+        if self.policy.server.log_prompts:  # written only for levels that may leave (observe.py)
+            reply.record.prompt = question_of(request.body)
+        with self.runtime.gate.admitted(tenant, request.token_estimate) as ticket:
+            await self._answer(request, reply, request_id, headers, identity.tenant, ticket)
+
+    async def _answer(
+        self,
+        request: ProxyRequest,
+        reply: Reply,
+        request_id: str,
+        headers: dict[str, str],
+        named: str,
+        ticket: Ticket,
+    ) -> None:
+        asked = await self.asked(request, headers, named)
+        privacy, caller = asked.privacy, asked.caller
+        plan = self.plan(request, asked)
+        reply.note(plan.reasons, privacy.level)
+        reply.note_priority(caller.priority.name)
+        caching = self.runtime.answers.caching(
+            self.policy, request, privacy.level, caller.scope, headers.get("cache-control", "")
+        )
+        found = await self.runtime.answers.lookup(caching)
+        if isinstance(found, Hit):
+            reply.note_cache(f"hit-{found.kind}", "")
+            ticket.use(0)  # nothing computed: a hit costs no tokens
+            await reply.deliver(*self.runtime.answers.serve_hit(found, request))
+            return
+        reply.note_cache(caching.plan.status, caching.plan.why)
+
+        async def produce() -> Produced:  # a flight's: it belongs to no one client
+            return await self._produced(request, plan, asked, request_id, caching, found)
+
+        async with self.runtime.answers.shared(caching, produce) as (head, chunks):
+            reply.note_production(head)
+            await reply.deliver(head, _charged(head, chunks, request, ticket, reply))
+
+    async def _produced(
+        self,
+        request: ProxyRequest,
+        plan: RoutingPlan,
+        asked: Asked,
+        request_id: str,
+        caching: Caching,
+        found: Miss,
+    ) -> Produced:
+        """The answer from the targets: degraded under pressure if the route allows, after a
+        wait in the waiting room if it must; kept in the cache unless degraded."""
+        job, current, degraded = self._degraded(request, plan, asked)
+        queued = self.runtime.clock.now()
+        turn = await self._wait_turn(job, current, asked)
+        waited = None
+        if turn is not None:
+            waited = round(self.runtime.clock.now() - queued, 4)
+            current = self.plan(job, asked)
+        deadline = self.runtime.clock.now() + self._deadline(request)
+        level, tenant = asked.privacy.level, asked.caller.tenant
+        trip = Trip(job, level, request_id, asked.prompt, tenant, deadline)
+        try:
+            head, chunks = await self.chain.produce(trip, current, turn)
+        finally:
+            if turn is not None:
+                turn.taken()
+        head = dataclasses.replace(head, queued_s=waited)
+        if degraded:  # not the answer to the request as asked: marked, and never cached
+            mark = (b"x-overspill-degraded", degraded.encode())
+            return dataclasses.replace(
+                head, headers=[*head.headers, mark], degraded=degraded
+            ), chunks
+        return self.runtime.answers.keep(caching, (head, chunks), found)
+
+    def _degraded(
+        self, request: ProxyRequest, plan: RoutingPlan, asked: Asked
+    ) -> tuple[ProxyRequest, RoutingPlan, str]:
+        """Under pressure (no local backend has room now, and the plan does not go to the
+        cloud), what the route's [routes.degrade] offers instead: a smaller model whose backends
+        have room, else a capped max_tokens. Else the request as it is."""
+        rule = route_for(self.policy, request.model).degrade
+        if not plan.pressed:
+            return request, plan, ""
+        offer = smaller_model(request, rule)
+        if offer is not None:
+            with contextlib.suppress(ModelNotFound):
+                fresh = self.preview(offer[0], asked)
+                if fresh.targets and not fresh.pressed:
+                    return offer[0], fresh, offer[1]
+        offer = capped(request, rule)
+        if offer is None:
+            return request, plan, ""
+        return offer[0], self.preview(offer[0], asked), offer[1]
+
+    async def _wait_turn(
+        self, request: ProxyRequest, plan: RoutingPlan, asked: Asked
+    ) -> Turn | None:
+        """Wait in the waiting room when the plan can only send the request to a saturated
+        local backend (and its class has a queue); None when it need not wait."""
+        priority = asked.caller.priority
+        if not plan.waits_for_local:
+            return None
+        if priority.max_wait_s <= 0:
+            return None  # no proxy queue for this class: the engine's own queue holds it
+
+        def ready() -> bool:
+            fresh = self.preview(request, asked, hysteresis=False)
+            return fresh.local_room_now
+
+        route = route_for(self.policy, request.model)
+        max_wait = min(priority.max_wait_s, route.deadline_s or priority.max_wait_s)
+        priorities = self.policy.priorities
+        ask = Ask(
+            request.model,
+            priority.name,
+            priorities.rank(priority.name),
+            max_wait,
+            priorities.aging_s,
+            request.token_estimate,
+            (priority.name, asked.privacy.level),
+        )
+        return await self.runtime.room.wait(ask, ready)
+
+    def _deadline(self, request: ProxyRequest) -> float:
+        route = route_for(self.policy, request.model)
+        return route.deadline_s or self.policy.timeouts.total_s
+
+
+def _charged(
+    head: Head, chunks: AsyncIterator[bytes], request: ProxyRequest, ticket: Ticket, reply: Reply
+) -> AsyncIterator[bytes]:
+    """The body, with the tokens it turns out to use charged to the caller's ticket (an error
+    computed nothing worth charging) and noted in the record."""
+    if head.status != 200:
+        ticket.use(0)
+        return chunks
+
+    def used(usage: Usage | None) -> None:
+        ticket.use(usage.total if usage else None)
+        reply.note_usage(usage)
+
+    return metered(chunks, head.stream, request.prompt_estimate, used)

@@ -1,0 +1,51 @@
+"""What happened to one request: noted by the request path as it goes, read once it is over by
+the access log, the metrics and the dashboard (proxy/ops/observe.py).
+
+One Record per request, made by the access middleware and kept in the request's scope state
+(under RECORD), so every step reads and writes typed fields, never a dict of strings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+RECORD = "record"  # its key in the ASGI scope's state
+
+
+@dataclass
+class Record:
+    request_id: str
+    tenant: str = ""  # as the request named it
+    model: str = ""  # as the request asked for it
+    served_model: str = ""  # set only for a model the proxy serves (bounded metric labels)
+    priority: str = ""
+    privacy: str = ""
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+    route: str = ""  # local/NAME, cloud/NAME, cache
+    cache: str = ""  # the cache's verdict, with why
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    queued_s: float | None = None  # time in the waiting room
+    degraded: str = ""  # what was given up under pressure
+    error: str = ""  # the error code the client got
+    prompt: str | None = None  # kept only when the policy logs prompts (observe.py decides)
+
+
+def record_of(scope_state: dict[str, Any]) -> Record:
+    """The request's record (one made on the spot for a scope the middleware never saw)."""
+    found = scope_state.get(RECORD)
+    if not isinstance(found, Record):
+        found = scope_state[RECORD] = Record(str(scope_state.get("request_id", "")))
+    return found
+
+
+def question_of(body: dict[str, object]) -> str:
+    """The question, for a log line: the last user message (or the prompt), at most 2,000
+    characters."""
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            if isinstance(message, dict) and message.get("role") == "user":
+                return str(message.get("content"))[:2000]
+    return str(body.get("prompt", ""))[:2000]

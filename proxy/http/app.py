@@ -1,0 +1,94 @@
+"""build_app(policy) -> the proxy's ASGI app: routes, one Services object, error rendering."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp
+
+from policies.model import Policy
+from policies.watcher import PolicyWatcher
+from proxy.errors import APIError, InternalError, error_body
+from proxy.flow.record import record_of
+from proxy.http.handlers import ROUTES, json_response
+from proxy.http.middleware import RequestContext
+from proxy.ops.metrics import ServicesCollector, metrics
+from proxy.ops.observe import Observer
+from proxy.services import Services
+
+log = logging.getLogger("overspill")
+
+
+def build_app(policy: Policy, path: Path | None = None) -> ASGIApp:
+    """The proxy; with `path`, the policy file is watched and reloaded (also on SIGHUP)."""
+
+    registry = CollectorRegistry(auto_describe=True)
+    observer = Observer(registry)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        services = await Services.start(policy)
+        app.state.services = services
+        app.state.registry = registry
+        app.state.observer = observer
+        collector = ServicesCollector(services)
+        registry.register(collector)
+        observer.policy = lambda: services.policy
+        watching = None
+        if path is not None:
+            services.watcher = PolicyWatcher(path, services.apply)
+            watching = asyncio.get_running_loop().create_task(services.watcher.watch())
+            _on_sighup(lambda: services.watcher.reload("SIGHUP") if services.watcher else None)
+        try:
+            yield
+        finally:
+            if watching is not None:
+                watching.cancel()
+            await services.stop()
+            registry.unregister(collector)
+
+    app = Starlette(
+        routes=[*ROUTES, Route("/metrics", metrics, methods=["GET"])],
+        lifespan=lifespan,
+        exception_handlers={
+            APIError: _api_error,
+            HTTPException: _http_error,
+            Exception: _unexpected,
+        },
+    )
+    return RequestContext(app, observer.finished)
+
+
+def _on_sighup(callback: Callable[[], object]) -> None:
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # not on every platform
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, callback)
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, APIError)
+    record_of(request.scope.setdefault("state", {})).error = exc.code or exc.type
+    return Response(exc.render(), exc.status, exc.headers, media_type="application/json")
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    kind = "not_found" if exc.status_code == 404 else "invalid_request_error"
+    message = f"{request.method} {request.url.path}: {exc.detail}"
+    return json_response(error_body(message, kind), exc.status_code)
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unexpected error on %s", request.url.path, exc_info=exc)
+    error = InternalError(f"internal error ({type(exc).__name__}); see the proxy's log")
+    return Response(error.render(), error.status, media_type="application/json")

@@ -1,0 +1,114 @@
+"""Sending the answer to the client: relay an engine's response, or an OpenAI-shaped error.
+
+A stream is relayed chunk by chunk as the engine produces it, never buffered. An error after the
+stream has started cannot change the status any more, so it ends the stream with an SSE error
+event (`data: {"error": {...}}`), which the OpenAI SDKs raise as an APIError.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from starlette.types import Send
+
+from proxy.errors import APIError
+from proxy.flow.caching import Head
+from proxy.flow.record import Record
+from proxy.flow.usage import Usage
+from proxy.http.disconnect import DisconnectWatch
+
+
+@dataclass
+class Reply:
+    send: Send
+    watch: DisconnectWatch
+    record: Record  # what happened to the request: the access log and the metrics read it
+    started: bool = False
+    cache: str = ""  # X-Overspill-Cache of an answer that did not come from the cache
+
+    def note(self, reasons: tuple[str, ...], privacy: str) -> None:
+        """Why the request goes where it goes: for the headers and the access log."""
+        self.record.reasons, self.record.privacy = reasons, privacy
+
+    def note_request(self, tenant: str, model: str) -> None:
+        self.record.tenant, self.record.model = tenant, model
+
+    def note_served(self, model: str) -> None:
+        """The model is one the proxy serves (a route or a backend has it)."""
+        self.record.served_model = model
+
+    def note_usage(self, usage: Usage | None) -> None:
+        """The tokens an engine or the cloud processed for this request (not a cache hit)."""
+        if usage is not None:
+            self.record.tokens_in, self.record.tokens_out = usage.prompt, usage.completion
+
+    def note_priority(self, priority: str) -> None:
+        self.record.priority = priority
+
+    def note_production(self, head: Head) -> None:
+        """How the answer was produced (waited, degraded): the same for every client sharing
+        it, so each notes it from the answer's head."""
+        self.record.queued_s, self.record.degraded = head.queued_s, head.degraded
+
+    def note_cache(self, status: str, why: str) -> None:
+        self.cache = status
+        self.record.cache = f"{status}: {why}" if why else status
+
+    def _decision_headers(self, route: str) -> list[tuple[bytes, bytes]]:
+        headers = [(b"x-overspill-route", route.encode())]
+        if self.cache:
+            headers.append((b"x-overspill-cache", self.cache.encode()))
+        if self.record.reasons:
+            reason = self.record.reasons[0].encode("ascii", "replace")[:500]
+            headers.append((b"x-overspill-reason", reason))
+        if self.record.privacy:
+            headers.append((b"x-overspill-privacy", self.record.privacy.encode()))
+        if self.record.priority:
+            headers.append((b"x-overspill-priority", self.record.priority.encode()))
+        return headers
+
+    async def deliver(self, head: Head, chunks: AsyncIterator[bytes]) -> None:
+        """Send an answer: a stream chunk by chunk as it comes, a whole body at once."""
+        self.record.route = head.route
+        headers = [*head.headers, *self._decision_headers(head.route)]
+        if head.stream:
+            await self._start(head.status, headers)
+            # closed here even when the client leaves mid-send, so the upstream stops at once
+            async with contextlib.aclosing(chunks):  # type: ignore[type-var]
+                async for chunk in chunks:
+                    await self._body(chunk)
+            self.watch.finish()
+            await self.send({"type": "http.response.body", "body": b""})
+            return
+        body = b"".join([chunk async for chunk in chunks])
+        headers.append((b"content-length", str(len(body)).encode()))
+        await self._start(head.status, headers)
+        self.watch.finish()
+        await self.send({"type": "http.response.body", "body": body})
+
+    async def _body(self, chunk: bytes) -> None:
+        if chunk:
+            await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+    async def fail(self, error: APIError) -> None:
+        self.record.error = error.code or error.type
+        body = error.render()
+        self.watch.finish()
+        if self.started:
+            await self.send({"type": "http.response.body", "body": b"data: " + body + b"\n\n"})
+            await self.send({"type": "http.response.body", "body": b""})
+            return
+        headers = [
+            *self._decision_headers(self.record.route or "none"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            *((k.lower().encode(), v.encode()) for k, v in error.headers.items()),
+        ]
+        await self._start(error.status, headers)
+        await self.send({"type": "http.response.body", "body": body})
+
+    async def _start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        self.started = True
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})

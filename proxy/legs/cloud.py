@@ -1,0 +1,174 @@
+"""The cloud leg: the only module that imports litellm, and only when a cloud target is used.
+
+Every provider litellm knows works by its model string (`openai/gpt-4o-mini`,
+`anthropic/...`, `azure/...`); keys come from the environment variables the policy names. The
+client still sees OpenAI's wire format: litellm's responses are rendered as OpenAI JSON, and
+streams as SSE chunk by chunk. litellm's own retries are off: the pipeline retries, with its
+breakers and its privacy rules in the loop. `import litellm` costs seconds and ~140 MB, and would
+fetch a price list at start without LITELLM_LOCAL_MODEL_COST_MAP, which is set here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from policies.model import CloudTarget
+from proxy.errors import UpstreamUnavailable
+from proxy.http.schema import ProxyRequest
+from proxy.legs.cloud_answer import CloudAnswer, StreamBill
+from proxy.legs.cloud_errors import mapped
+from proxy.legs.cloud_params import Unlisted, outbound
+
+
+def _litellm() -> Any:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+class Cloud:
+    def __init__(self) -> None:
+        self._module: Any = None
+        self.spent = 0.0  # USD by litellm's price tables, for /metrics
+
+    @property
+    def litellm(self) -> Any:
+        if self._module is None:
+            self._module = _litellm()
+        return self._module
+
+    def _loaded(self, target: str) -> Any:
+        """litellm, or the target unavailable: a policy reloaded with cloud targets on an install
+        without the cloud extra (a start with them is refused, see proxy/extras.py)."""
+        try:
+            return self.litellm
+        except ImportError as exc:
+            raise UpstreamUnavailable(
+                f"{target}: the cloud extra is not installed (pip install 'overspill[cloud]')"
+            ) from exc
+
+    async def open(
+        self,
+        target: CloudTarget,
+        request: ProxyRequest,
+        request_id: str,
+        charge: Callable[[float], None] = lambda usd: None,
+        unlisted: Unlisted = "drop",
+    ) -> CloudAnswer:
+        """`charge` is called once with the answer's cost (a stream's when it ends, however it
+        ends). Only the body's allow-listed parameters reach litellm: where the call goes, with
+        which key, at what price, comes from the policy alone."""
+        sent = outbound(request.endpoint, request.body, unlisted)
+
+        def bill(usd: float) -> None:
+            self.spent += usd
+            charge(usd)
+
+        params = {**sent.params, **self._operator_params(target, request, request_id)}
+        call = getattr(self._loaded(target.name), _CALLS[request.endpoint])
+        try:
+            result = await call(**params)
+        except Exception as exc:
+            raise mapped(target.name, exc) from exc
+        except asyncio.CancelledError:
+            # The client left while the provider worked: it may generate the whole answer, and
+            # bill it. Charged as the most it could have cost, so leaving never pays less.
+            bill(self._price(target, request.prompt_estimate, self._most_tokens(target, request)))
+            raise
+        return self._answer(target, request, result, bill, sent.dropped)
+
+    def _answer(
+        self,
+        target: CloudTarget,
+        request: ProxyRequest,
+        result: Any,
+        bill: Callable[[float], None],
+        dropped: tuple[str, ...],
+    ) -> CloudAnswer:
+        """litellm's result as the Answer protocol: a stream billed as it ends, or a whole
+        answer billed now."""
+        if request.stream:
+            price = functools.partial(self._price, target)
+            stream_bill = StreamBill(price, bill, request.prompt_estimate)
+            shown = _asks_usage(request.body)
+            return CloudAnswer(
+                target.name,
+                True,
+                source=result,
+                bill=stream_bill,
+                show_usage=shown,
+                dropped=dropped,
+            )
+        payload = result.model_dump(exclude_none=True)
+        cost = self._cost(result)
+        bill(cost)
+        usage = payload.get("usage") or {}
+        body = orjson.dumps(payload)
+        return CloudAnswer(target.name, False, body, cost=cost, usage=usage, dropped=dropped)
+
+    @staticmethod
+    def _operator_params(
+        target: CloudTarget, request: ProxyRequest, request_id: str
+    ) -> dict[str, Any]:
+        """Everything about the call that is the operator's: set last, so nothing a body
+        carried can stand in for it."""
+        params: dict[str, Any] = {
+            "model": target.model,
+            "stream": request.stream,
+            "num_retries": 0,
+            "max_retries": 0,
+            "drop_params": True,
+            "extra_headers": {"X-Request-ID": request_id},
+            "api_base": target.api_base or None,
+            "api_key": os.environ.get(target.api_key_env, "") if target.api_key_env else None,
+        }
+        if request.stream:  # always priced: the usage chunk is asked for, and hidden if unasked;
+            # nothing else a client put in stream_options travels
+            params["stream_options"] = {"include_usage": True}
+        return params
+
+    def _most_tokens(self, target: CloudTarget, request: ProxyRequest) -> int:
+        """The most answer tokens the call may bring: its max tokens, else the model's maximum
+        output, for each of its `n` choices."""
+        limit = request.answer_limit
+        if limit is None:
+            try:
+                limit = int(self.litellm.get_model_info(target.model)["max_output_tokens"])
+            except Exception:  # a model litellm does not know: a typical long answer
+                limit = FALLBACK_MAX_OUTPUT
+        choices = request.body.get("n")
+        if isinstance(choices, int) and not isinstance(choices, bool) and choices > 1:
+            return limit * choices
+        return limit
+
+    def _price(self, target: CloudTarget, prompt: int, completion: int) -> float:
+        try:
+            cost = self.litellm.cost_per_token(
+                model=target.model, prompt_tokens=prompt, completion_tokens=completion
+            )
+        except Exception:  # an unpriced model: unknown cost, never a failed request
+            return 0.0
+        return float(cost[0]) + float(cost[1])
+
+    def _cost(self, result: Any) -> float:
+        try:
+            return float(self.litellm.completion_cost(completion_response=result))
+        except Exception:  # an unpriced model costs what we cannot know: 0, not a failed request
+            return 0.0
+
+
+FALLBACK_MAX_OUTPUT = 4096
+_CALLS = {"chat": "acompletion", "completions": "atext_completion", "embeddings": "aembedding"}
+
+
+def _asks_usage(body: dict[str, Any]) -> bool:
+    options = body.get("stream_options")
+    return isinstance(options, dict) and bool(options.get("include_usage"))

@@ -1,0 +1,219 @@
+"""What each finished request leaves behind: one JSON log line and its Prometheus series.
+
+The request path notes what it decided in the request's Record (proxy/flow/record.py: tenant, route,
+reasons, cache, tokens...); the access middleware times the request and its first body byte and
+hands everything here once the response is sent. Labels stay low-cardinality: tenants and
+targets are the policy's own names (anything else is "other"), reasons are reduced to their kind.
+
+Prompt text is logged only when the policy says `[server] log_prompts = true`, and never for a
+request whose privacy level may not leave the building (`cloud = "none"`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from policies.model import Policy
+from proxy.flow.record import Record
+from proxy.ops.recent import Recent
+
+log = logging.getLogger("overspill.access")
+
+API_PREFIX = "/v1/"
+# Seconds; TTFTs of tens of ms to whole answers of minutes.
+BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+REASON_KINDS = (
+    "least outstanding",
+    "model loaded",
+    "prefix",
+    "round robin",
+    "overflow",
+    "saturated, no cloud allowed",
+    "saturated",
+    "unhealthy",
+    "breaker open",
+    "privacy",
+    "deadline",
+    "budget",
+    "priority",
+)
+_REASON_HEAD = re.compile(r"^[^:=(]*?(?= on |:|=|\(|$)")
+
+
+@dataclass(frozen=True)
+class Finished:
+    method: str
+    path: str
+    status: int
+    seconds: float
+    first_byte_s: float | None  # until the first body byte: the TTFT of a stream
+    record: Record  # what the request path noted
+
+    @property
+    def request_id(self) -> str:
+        return self.record.request_id
+
+
+def decision(done: Finished) -> str:
+    route = done.record.route
+    if route == "cache":
+        return "cache"
+    if route.startswith(("local/", "cloud/")):
+        return route.split("/", 1)[0]
+    return "refused" if 400 <= done.status < 500 or done.status == 503 else "error"
+
+
+def reason_kind(reasons: Any) -> str:
+    """The kind of the decisive (first) reason, from a fixed set."""
+    if not reasons:
+        return "none"
+    head = _REASON_HEAD.match(str(reasons[0]))
+    text = head.group(0).strip() if head else ""
+    return next((kind for kind in REASON_KINDS if text == kind), "other")
+
+
+class Observer:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.policy: Callable[[], Policy | None] = lambda: None  # set once the proxy is up
+        labels = ["decision", "target", "reason", "tenant", "code"]
+        self.requests = Counter(
+            "overspill_requests",
+            "API requests by what was decided and why.",
+            labels,
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "overspill_request_seconds",
+            "End-to-end latency of API requests.",
+            ["decision"],
+            buckets=BUCKETS,
+            registry=registry,
+        )
+        self.ttft = Histogram(
+            "overspill_ttft_seconds",
+            "Time to the first body byte of successful API answers.",
+            ["decision"],
+            buckets=BUCKETS,
+            registry=registry,
+        )
+        self.tokens = Counter(
+            "overspill_tokens",
+            "Tokens engines and clouds processed.",
+            ["direction", "decision"],
+            registry=registry,
+        )
+        self.recent = Recent()  # the dashboard's last minutes
+        self.queued = Histogram(
+            "overspill_queue_wait_seconds",
+            "Time requests waited in the waiting room for a local engine.",
+            buckets=BUCKETS,
+            registry=registry,
+        )
+
+    def finished(self, done: Finished) -> None:
+        if done.path.startswith(API_PREFIX) and done.method == "POST":
+            self._count(done)
+        if log.isEnabledFor(logging.INFO):
+            log.info(orjson.dumps(self.line(done)).decode())
+
+    def _count(self, done: Finished) -> None:
+        kind = decision(done)
+        policy = self.policy()
+        record = done.record
+        # counted by model only for a model the proxy serves: a client cannot grow the table
+        self.recent.add(
+            record.served_model or "other",
+            kind,
+            {
+                "at": round(time.time(), 3),
+                "request_id": done.request_id,
+                "tenant": record.tenant,
+                "model": record.model,
+                "route": record.route or "none",
+                "decision": kind,
+                "status": done.status,
+                "cache": record.cache,
+                "reasons": list(record.reasons[:3]),
+                "error": record.error,
+                "ms": round(done.seconds * 1000, 1),
+            },
+        )
+        self.requests.labels(
+            kind,
+            self._target(done, policy),
+            reason_kind(record.reasons),
+            self._tenant(record.tenant, policy),
+            str(done.status),
+        ).inc()
+        self.latency.labels(kind).observe(done.seconds)
+        if done.status == 200 and done.first_byte_s is not None:
+            self.ttft.labels(kind).observe(done.first_byte_s)
+        for direction, tokens in (("in", record.tokens_in), ("out", record.tokens_out)):
+            if tokens is not None:
+                self.tokens.labels(direction, kind).inc(tokens)
+        if record.queued_s is not None:
+            self.queued.observe(record.queued_s)
+
+    def line(self, done: Finished) -> dict[str, Any]:
+        record = done.record
+        line: dict[str, Any] = {
+            "request_id": done.request_id,
+            "method": done.method,
+            "path": done.path,
+            "status": done.status,
+            "ms": round(done.seconds * 1000, 2),
+        }
+        if done.first_byte_s is not None:
+            line["ttft_ms"] = round(done.first_byte_s * 1000, 2)
+        noted = {
+            "tenant": record.tenant,
+            "model": record.model,
+            "priority": record.priority,
+            "privacy": record.privacy,
+            "route": record.route,
+            "cache": record.cache,
+            "reasons": list(record.reasons),
+            "tokens_in": record.tokens_in,
+            "tokens_out": record.tokens_out,
+            "queued_s": record.queued_s,
+            "degraded": record.degraded,
+            "error": record.error,
+        }
+        line.update({key: value for key, value in noted.items() if value not in (None, "", [])})
+        prompt = self._prompt(record)
+        if prompt is not None:
+            line["prompt"] = prompt
+        return line
+
+    def _prompt(self, record: Record) -> str | None:
+        policy = self.policy()
+        if policy is None or not policy.server.log_prompts or record.prompt is None:
+            return None
+        level = next((lv for lv in policy.privacy.levels if lv.name == record.privacy), None)
+        if level is None or level.cloud == "none":
+            return None  # unknown or restricted: never written down
+        return record.prompt
+
+    @staticmethod
+    def _target(done: Finished, policy: Policy | None) -> str:
+        route = done.record.route
+        name = route.split("/", 1)[1] if "/" in route else route or "none"
+        if name in ("cache", "none") or policy is None:
+            return name
+        known = {b.name for b in policy.backends} | {c.name for c in policy.clouds}
+        return name if name in known else "other"
+
+    @staticmethod
+    def _tenant(named: Any, policy: Policy | None) -> str:
+        if not named:
+            return "none"
+        declared = policy is not None and policy.tenant(str(named)) is not None
+        return str(named) if declared else "other"
