@@ -26,6 +26,15 @@ DELIVERY_ONLY = frozenset({"stream", "stream_options", "metadata", "user", "mode
 
 
 @dataclass(frozen=True)
+class EndpointCaching:
+    """What an endpoint lets the cache do with its answers (proxy/endpoints.py sets one each)."""
+
+    name: str
+    replayable: bool  # an answer may be kept, and replayed for the same request
+    semantic: bool  # ... and for a similar last user message
+
+
+@dataclass(frozen=True)
 class CacheKeys:
     scope: str  # tenant x public model x version: where TTL and LRU apply
     exact: str
@@ -87,7 +96,7 @@ def _last_user(messages: list[Any]) -> tuple[int, str] | None:
 
 
 def cache_plan(
-    endpoint: str,
+    endpoint: EndpointCaching,
     body: Mapping[str, Any],
     rule: CacheRule,
     level_cache: str,
@@ -105,20 +114,20 @@ def cache_plan(
         return CachePlan(False, False, False, coalesce, why)
     lookup = "no-cache" not in directives
     # a tool call answers this exact request: a similar question may need other arguments
-    semantic = rule.semantic and endpoint == "chat" and not body.get("tools")
+    semantic = rule.semantic and endpoint.semantic and not body.get("tools")
     return CachePlan(lookup, semantic and lookup, True, coalesce, "" if lookup else "no-cache")
 
 
 def _why_not_cached(
-    endpoint: str,
+    endpoint: EndpointCaching,
     body: Mapping[str, Any],
     rule: CacheRule,
     level_cache: str,
     has_tenant: bool,
     deterministic: bool,
 ) -> str:
-    if endpoint == "embeddings":
-        return "embeddings are not cached"
+    if not endpoint.replayable:
+        return f"{endpoint.name} are not cached"
     if not (rule.exact or rule.semantic):
         return "caching off for this route"
     if not deterministic:

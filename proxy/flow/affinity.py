@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from cache.prefix import PrefixIndex, Warming, block_hashes, render
 from policies.model import Balancing
-from proxy.http.schema import ProxyRequest
+from proxy.endpoints import ENDPOINTS
+from proxy.schema import ProxyRequest
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class Affinity:
         """The prompt's blocks, hashed within the caller's tenant `scope`: one tenant's prompts
         never match another's, so no routing choice, wait or header reveals whether another
         tenant sent a prompt (the engines' own prefix caches are shared; see docs/security.md)."""
-        if balancing.strategy != "prefix" or request.endpoint == "embeddings":
+        if balancing.strategy != "prefix" or not ENDPOINTS[request.endpoint].prefix_routed:
             return Prompt([], {}, {})
         self.index.max_blocks = balancing.index_blocks
         text = render(request.endpoint, request.body)

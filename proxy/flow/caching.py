@@ -33,8 +33,9 @@ from cache.store import (
     referee_margin,
 )
 from policies.model import CacheRule, Policy
+from proxy.endpoints import ENDPOINTS
 from proxy.flow.streaming import assemble, fresh, replay
-from proxy.http.schema import ProxyRequest
+from proxy.schema import ProxyRequest
 
 log = logging.getLogger("overspill")
 
@@ -168,9 +169,8 @@ class Answers:
     ) -> Caching:
         rule = policy.cache_rule(request.model)
         level_cache = policy.privacy.level(level).cache
-        plan = cache_plan(
-            request.endpoint, request.body, rule, level_cache, bool(tenant), cache_control
-        )
+        endpoint = ENDPOINTS[request.endpoint].caching
+        plan = cache_plan(endpoint, request.body, rule, level_cache, bool(tenant), cache_control)
         if not policy.cache.enabled:
             plan = CachePlan(False, False, False, plan.coalesce, "cache disabled")
         if not (plan.lookup or plan.store or plan.coalesce):

@@ -14,7 +14,7 @@ from policies.priority import HEADER as PRIORITY_HEADER
 from policies.priority import UnknownPriority, priority_of
 from policies.privacy import HEADER, Classification, UnknownLevel, classify
 from proxy.errors import BadRequest
-from proxy.http.schema import ProxyRequest
+from proxy.schema import ProxyRequest
 
 # Request bodies from this size on are parsed and scanned for personal data in a worker thread.
 OFFLOAD_SCAN_BYTES = 64 * 1024

@@ -1,4 +1,4 @@
-"""A plan's targets tried in order: each through its leg (proxy/legs/leg.py), retried as the policy
+"""A plan's targets tried in order: each through its leg (proxy/flow/legs.py), retried as the policy
 allows before the first byte (proxy/flow/attempts.py), until one answers.
 
 What a target holds (in-flight counts) is released when its answer's body has been consumed, or
@@ -19,12 +19,12 @@ from proxy.errors import APIError, NoBackend, UpstreamError
 from proxy.flow.affinity import Prompt
 from proxy.flow.attempts import Opened, TargetRefused, attempt, relayed
 from proxy.flow.caching import Head, Produced
+from proxy.flow.legs import Leg, legs
 from proxy.flow.runtime import Runtime
 from proxy.flow.waiting import Turn
-from proxy.http.schema import ProxyRequest
 from proxy.legs.answer import Answer
 from proxy.legs.breaker import Breaker
-from proxy.legs.leg import Leg, legs
+from proxy.schema import ProxyRequest
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,16 @@ class Chain:
         self.legs = legs(self.policy, self.runtime)
 
     async def produce(self, trip: Trip, plan: RoutingPlan, turn: Turn | None) -> Produced:
-        """The first target of the plan that answers: its answer's head and body."""
+        """The first target of the plan that answers: its answer's head and body. A waiting
+        room `turn` is given back once the request is counted in flight somewhere, or when no
+        target took it."""
+        try:
+            return await self._first_answer(trip, plan, turn)
+        finally:
+            if turn is not None:
+                turn.taken()
+
+    async def _first_answer(self, trip: Trip, plan: RoutingPlan, turn: Turn | None) -> Produced:
         failures = list(plan.reasons)
         last_error: UpstreamError | None = None
         for index, target in enumerate(plan.targets):

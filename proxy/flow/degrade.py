@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from policies.model import Degrade
-from proxy.http.schema import ProxyRequest
+from proxy.schema import ProxyRequest
 
 Offer = tuple[ProxyRequest, str]  # the request as it would be sent, and the note
 

@@ -9,7 +9,6 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from cache.store import Hit, Miss
 from policies.decide import RoutingPlan, decide, route_for
@@ -24,14 +23,12 @@ from proxy.flow.caller import Caller, caller_of, request_facts, scanned_privacy
 from proxy.flow.chain import Chain, Trip
 from proxy.flow.degrade import capped, smaller_model
 from proxy.flow.gate import TENANT_HEADER, Ticket
-from proxy.flow.record import question_of
+from proxy.flow.record import Record, question_of
 from proxy.flow.runtime import Runtime
 from proxy.flow.usage import Usage, metered
 from proxy.flow.waiting import Ask, Turn
-from proxy.http.reply import Reply
-from proxy.http.schema import ProxyRequest
 from proxy.legs.breaker import Breaker
-from proxy.ops.explain import explanation
+from proxy.schema import ProxyRequest
 
 
 @dataclass(frozen=True)
@@ -111,11 +108,13 @@ class Pipeline:
         }
         return decide(facts, self.policy, snapshot, self.runtime.rng, blocked, before)
 
-    async def explain(self, request: ProxyRequest, headers: dict[str, str]) -> dict[str, Any]:
+    async def explain(
+        self, request: ProxyRequest, headers: dict[str, str]
+    ) -> tuple[Classification, RoutingPlan]:
         """Where the request would go now, and why: the live path's own steps (caller, privacy,
         prompt, plan) with the live load, health, breakers and spend, changing nothing."""
         asked = await self.asked(request, headers, headers.get(TENANT_HEADER, ""))
-        return explanation(request, asked.privacy, self.preview(request, asked))
+        return asked.privacy, self.preview(request, asked)
 
     async def asked(self, request: ProxyRequest, headers: dict[str, str], named: str) -> Asked:
         """Who asks, how private the request is, and what its prompt shares with the replicas:
@@ -130,55 +129,62 @@ class Pipeline:
         unknown caller costs no parsing."""
         return self.runtime.gate.identify(self.policy, self.keys, headers)
 
+    @contextlib.asynccontextmanager
     async def run(
         self,
         request: ProxyRequest,
-        reply: Reply,
+        record: Record,
         request_id: str,
         headers: dict[str, str],
         identity: Identity,
-    ) -> None:
+    ) -> AsyncIterator[tuple[Head, AsyncIterator[bytes]]]:
+        """The answer to a request (its head, then its body's chunks), while the caller
+        delivers it; what happened is noted in `record` as it goes. An error before the first
+        byte is raised as an APIError. The caller's ticket and the flight are held until the
+        delivery ends, so in-flight counts and a shared answer cover the whole of it."""
         tenant = self.policy.tenant(identity.tenant)
         self.runtime.gate.allow_model(tenant, request.model)
-        reply.note_request(identity.tenant, request.model)
+        record.note_request(identity.tenant, request.model)
         if self.serves(request.model):  # traffic is kept per model only for models we serve
-            reply.note_served(request.model)
+            record.note_served(request.model)
         if self.policy.server.log_prompts:  # written only for levels that may leave (observe.py)
-            reply.record.prompt = question_of(request.body)
+            record.prompt = question_of(request.body)
         with self.runtime.gate.admitted(tenant, request.token_estimate) as ticket:
-            await self._answer(request, reply, request_id, headers, identity.tenant, ticket)
+            async with self._answer(request, record, request_id, headers, identity, ticket) as a:
+                yield a
 
+    @contextlib.asynccontextmanager
     async def _answer(
         self,
         request: ProxyRequest,
-        reply: Reply,
+        record: Record,
         request_id: str,
         headers: dict[str, str],
-        named: str,
+        identity: Identity,
         ticket: Ticket,
-    ) -> None:
-        asked = await self.asked(request, headers, named)
+    ) -> AsyncIterator[tuple[Head, AsyncIterator[bytes]]]:
+        asked = await self.asked(request, headers, identity.tenant)
         privacy, caller = asked.privacy, asked.caller
         plan = self.plan(request, asked)
-        reply.note(plan.reasons, privacy.level)
-        reply.note_priority(caller.priority.name)
+        record.note(plan.reasons, privacy.level)
+        record.note_priority(caller.priority.name)
         caching = self.runtime.answers.caching(
             self.policy, request, privacy.level, caller.scope, headers.get("cache-control", "")
         )
         found = await self.runtime.answers.lookup(caching)
         if isinstance(found, Hit):
-            reply.note_cache(f"hit-{found.kind}", "")
+            record.note_cache(f"hit-{found.kind}", "")
             ticket.use(0)  # nothing computed: a hit costs no tokens
-            await reply.deliver(*self.runtime.answers.serve_hit(found, request))
+            yield self.runtime.answers.serve_hit(found, request)
             return
-        reply.note_cache(caching.plan.status, caching.plan.why)
+        record.note_cache(caching.plan.status, caching.plan.why)
 
         async def produce() -> Produced:  # a flight's: it belongs to no one client
             return await self._produced(request, plan, asked, request_id, caching, found)
 
         async with self.runtime.answers.shared(caching, produce) as (head, chunks):
-            reply.note_production(head)
-            await reply.deliver(head, _charged(head, chunks, request, ticket, reply))
+            record.note_production(head)
+            yield head, _charged(head, chunks, request, ticket, record)
 
     async def _produced(
         self,
@@ -201,11 +207,7 @@ class Pipeline:
         deadline = self.runtime.clock.now() + self._deadline(request)
         level, tenant = asked.privacy.level, asked.caller.tenant
         trip = Trip(job, level, request_id, asked.prompt, tenant, deadline)
-        try:
-            head, chunks = await self.chain.produce(trip, current, turn)
-        finally:
-            if turn is not None:
-                turn.taken()
+        head, chunks = await self.chain.produce(trip, current, turn)
         head = dataclasses.replace(head, queued_s=waited)
         if degraded:  # not the answer to the request as asked: marked, and never cached
             mark = (b"x-overspill-degraded", degraded.encode())
@@ -269,7 +271,7 @@ class Pipeline:
 
 
 def _charged(
-    head: Head, chunks: AsyncIterator[bytes], request: ProxyRequest, ticket: Ticket, reply: Reply
+    head: Head, chunks: AsyncIterator[bytes], request: ProxyRequest, ticket: Ticket, record: Record
 ) -> AsyncIterator[bytes]:
     """The body, with the tokens it turns out to use charged to the caller's ticket (an error
     computed nothing worth charging) and noted in the record."""
@@ -279,6 +281,6 @@ def _charged(
 
     def used(usage: Usage | None) -> None:
         ticket.use(usage.total if usage else None)
-        reply.note_usage(usage)
+        record.note_usage(usage)
 
     return metered(chunks, head.stream, request.prompt_estimate, used)

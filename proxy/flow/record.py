@@ -8,7 +8,11 @@ One Record per request, made by the access middleware and kept in the request's 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from proxy.flow.caching import Head
+    from proxy.flow.usage import Usage
 
 RECORD = "record"  # its key in the ASGI scope's state
 
@@ -24,12 +28,41 @@ class Record:
     reasons: tuple[str, ...] = field(default_factory=tuple)
     route: str = ""  # local/NAME, cloud/NAME, cache
     cache: str = ""  # the cache's verdict, with why
+    cache_status: str = ""  # X-Overspill-Cache: the verdict alone
     tokens_in: int | None = None
     tokens_out: int | None = None
     queued_s: float | None = None  # time in the waiting room
     degraded: str = ""  # what was given up under pressure
     error: str = ""  # the error code the client got
     prompt: str | None = None  # kept only when the policy logs prompts (observe.py decides)
+
+    def note(self, reasons: tuple[str, ...], privacy: str) -> None:
+        """Why the request goes where it goes: for the headers and the access log."""
+        self.reasons, self.privacy = reasons, privacy
+
+    def note_request(self, tenant: str, model: str) -> None:
+        self.tenant, self.model = tenant, model
+
+    def note_served(self, model: str) -> None:
+        """The model is one the proxy serves (a route or a backend has it)."""
+        self.served_model = model
+
+    def note_usage(self, usage: Usage | None) -> None:
+        """The tokens an engine or the cloud processed for this request (not a cache hit)."""
+        if usage is not None:
+            self.tokens_in, self.tokens_out = usage.prompt, usage.completion
+
+    def note_priority(self, priority: str) -> None:
+        self.priority = priority
+
+    def note_production(self, head: Head) -> None:
+        """How the answer was produced (waited, degraded): the same for every client sharing
+        it, so each notes it from the answer's head."""
+        self.queued_s, self.degraded = head.queued_s, head.degraded
+
+    def note_cache(self, status: str, why: str) -> None:
+        self.cache_status = status
+        self.cache = f"{status}: {why}" if why else status
 
 
 def record_of(scope_state: dict[str, Any]) -> Record:

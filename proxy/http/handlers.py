@@ -17,7 +17,8 @@ from starlette.types import Receive, Scope, Send
 
 from policies.identity import Identity
 from policies.model import Backend
-from proxy.errors import APIError, BadRequest, InternalError, NotFound, Unauthorized
+from proxy.endpoints import ENDPOINTS, Endpoint, endpoint_named
+from proxy.errors import APIError, InternalError, NotFound, Unauthorized
 from proxy.flow.caller import OFFLOAD_SCAN_BYTES
 from proxy.flow.pipeline import Pipeline
 from proxy.flow.record import record_of
@@ -25,8 +26,9 @@ from proxy.http.bodies import read_body
 from proxy.http.client_headers import client_headers
 from proxy.http.disconnect import DisconnectWatch
 from proxy.http.reply import Reply
-from proxy.http.schema import Endpoint, ProxyRequest, parse_request
+from proxy.ops.explain import explanation
 from proxy.ops.observe import Observer
+from proxy.schema import ProxyRequest, parse_request
 from proxy.services import Services
 
 log = logging.getLogger("overspill")
@@ -55,9 +57,11 @@ class PipelineResponse:
         async with DisconnectWatch(receive) as watch:
             reply = Reply(send, watch, record_of(scope.setdefault("state", {})))
             try:
-                await self.pipeline.run(
-                    self.request, reply, self.request_id, self.headers, self.identity
+                answer = self.pipeline.run(
+                    self.request, reply.record, self.request_id, self.headers, self.identity
                 )
+                async with answer as (head, chunks):
+                    await reply.deliver(head, chunks)
             except APIError as error:
                 await reply.fail(error)
             except Exception as exc:  # a bug of ours: still an OpenAI-shaped answer, and a log
@@ -227,12 +231,11 @@ async def admin_reload(request: Request) -> Response:
 
 async def admin_explain(request: Request) -> Response:
     services = _services(request)
-    endpoint = request.query_params.get("endpoint", "chat")
-    if endpoint not in ("chat", "completions", "embeddings"):
-        raise BadRequest("endpoint must be chat, completions or embeddings", param="endpoint")
+    endpoint = endpoint_named(request.query_params.get("endpoint", "chat")).name
     headers = client_headers(request.headers.raw)  # the tenant a request would name, sans key
-    parsed = await read_request(request, services, endpoint)  # type: ignore[arg-type]
-    return json_response(await services.pipeline.explain(parsed, headers))
+    parsed = await read_request(request, services, endpoint)
+    privacy, plan = await services.pipeline.explain(parsed, headers)
+    return json_response(explanation(parsed, privacy, plan))
 
 
 def _backend_status(services: Services, backend: Backend) -> dict[str, Any]:
@@ -269,9 +272,7 @@ def _admin(handler: Callable[[Request], Awaitable[Response]]) -> Any:
 
 
 ROUTES = [
-    Route("/v1/chat/completions", _endpoint("chat"), methods=["POST"]),
-    Route("/v1/completions", _endpoint("completions"), methods=["POST"]),
-    Route("/v1/embeddings", _endpoint("embeddings"), methods=["POST"]),
+    *(Route(spec.path, _endpoint(spec.name), methods=["POST"]) for spec in ENDPOINTS.values()),
     Route("/v1/models", list_models, methods=["GET"]),
     Route("/healthz", healthz, methods=["GET"]),
     Route("/readyz", readyz, methods=["GET"]),

@@ -16,7 +16,6 @@ from starlette.types import Send
 from proxy.errors import APIError
 from proxy.flow.caching import Head
 from proxy.flow.record import Record
-from proxy.flow.usage import Usage
 from proxy.http.disconnect import DisconnectWatch
 
 
@@ -26,40 +25,11 @@ class Reply:
     watch: DisconnectWatch
     record: Record  # what happened to the request: the access log and the metrics read it
     started: bool = False
-    cache: str = ""  # X-Overspill-Cache of an answer that did not come from the cache
-
-    def note(self, reasons: tuple[str, ...], privacy: str) -> None:
-        """Why the request goes where it goes: for the headers and the access log."""
-        self.record.reasons, self.record.privacy = reasons, privacy
-
-    def note_request(self, tenant: str, model: str) -> None:
-        self.record.tenant, self.record.model = tenant, model
-
-    def note_served(self, model: str) -> None:
-        """The model is one the proxy serves (a route or a backend has it)."""
-        self.record.served_model = model
-
-    def note_usage(self, usage: Usage | None) -> None:
-        """The tokens an engine or the cloud processed for this request (not a cache hit)."""
-        if usage is not None:
-            self.record.tokens_in, self.record.tokens_out = usage.prompt, usage.completion
-
-    def note_priority(self, priority: str) -> None:
-        self.record.priority = priority
-
-    def note_production(self, head: Head) -> None:
-        """How the answer was produced (waited, degraded): the same for every client sharing
-        it, so each notes it from the answer's head."""
-        self.record.queued_s, self.record.degraded = head.queued_s, head.degraded
-
-    def note_cache(self, status: str, why: str) -> None:
-        self.cache = status
-        self.record.cache = f"{status}: {why}" if why else status
 
     def _decision_headers(self, route: str) -> list[tuple[bytes, bytes]]:
         headers = [(b"x-overspill-route", route.encode())]
-        if self.cache:
-            headers.append((b"x-overspill-cache", self.cache.encode()))
+        if self.record.cache_status:
+            headers.append((b"x-overspill-cache", self.record.cache_status.encode()))
         if self.record.reasons:
             reason = self.record.reasons[0].encode("ascii", "replace")[:500]
             headers.append((b"x-overspill-reason", reason))

@@ -19,11 +19,12 @@ from typing import Any
 import orjson
 
 from policies.model import CloudTarget
+from proxy.endpoints import ENDPOINTS
 from proxy.errors import UpstreamUnavailable
-from proxy.http.schema import ProxyRequest
 from proxy.legs.cloud_answer import CloudAnswer, StreamBill
 from proxy.legs.cloud_errors import mapped
 from proxy.legs.cloud_params import Unlisted, outbound
+from proxy.schema import ProxyRequest
 
 
 def _litellm() -> Any:
@@ -73,7 +74,7 @@ class Cloud:
             charge(usd)
 
         params = {**sent.params, **self._operator_params(target, request, request_id)}
-        call = getattr(self._loaded(target.name), _CALLS[request.endpoint])
+        call = getattr(self._loaded(target.name), ENDPOINTS[request.endpoint].cloud_call)
         try:
             result = await call(**params)
         except Exception as exc:
@@ -166,7 +167,6 @@ class Cloud:
 
 
 FALLBACK_MAX_OUTPUT = 4096
-_CALLS = {"chat": "acompletion", "completions": "atext_completion", "embeddings": "aembedding"}
 
 
 def _asks_usage(body: dict[str, Any]) -> bool:

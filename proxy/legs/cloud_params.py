@@ -1,4 +1,5 @@
-"""Which of a client's body fields may travel to a cloud call: an allow-list per endpoint (pure).
+"""Which of a client's body fields may travel to a cloud call: an allow-list per endpoint (pure;
+the lists are the endpoint table's, proxy/endpoints.py).
 
 litellm takes its own keyword arguments next to the API's parameters, and many of them are the
 operator's alone: where the call goes (`api_base`, `base_url`, `custom_llm_provider`), with which
@@ -19,52 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from proxy.endpoints import ENDPOINTS, Endpoint
 from proxy.errors import BadRequest
 
 Unlisted = Literal["drop", "refuse"]
 
-_SAMPLING = frozenset(
-    {
-        "frequency_penalty",
-        "presence_penalty",
-        "logit_bias",
-        "logprobs",
-        "n",
-        "seed",
-        "stop",
-        "stream_options",
-        "temperature",
-        "top_p",
-        "user",
-        "max_tokens",
-    }
-)
-_CHAT = frozenset(
-    {
-        "messages",
-        "audio",
-        "function_call",
-        "functions",
-        "max_completion_tokens",
-        "modalities",
-        "parallel_tool_calls",
-        "prediction",
-        "prompt_cache_key",
-        "reasoning_effort",
-        "response_format",
-        "safety_identifier",
-        "tool_choice",
-        "tools",
-        "top_logprobs",
-        "verbosity",
-        "web_search_options",
-    }
-)
-ALLOWED: Mapping[str, frozenset[str]] = {
-    "chat": _SAMPLING | _CHAT,
-    "completions": _SAMPLING | {"prompt", "best_of", "echo", "suffix"},
-    "embeddings": frozenset({"input", "dimensions", "encoding_format", "user"}),
-}
 SET_BY_PROXY = frozenset({"model", "stream"})
 
 
@@ -76,8 +36,8 @@ class Outbound:
     dropped: tuple[str, ...]
 
 
-def outbound(endpoint: str, body: Mapping[str, Any], unlisted: Unlisted = "drop") -> Outbound:
-    allowed = ALLOWED[endpoint]
+def outbound(endpoint: Endpoint, body: Mapping[str, Any], unlisted: Unlisted = "drop") -> Outbound:
+    allowed = ENDPOINTS[endpoint].cloud_params
     params = {key: value for key, value in body.items() if key in allowed}
     dropped = tuple(sorted(key for key in body if key not in allowed and key not in SET_BY_PROXY))
     if dropped and unlisted == "refuse":

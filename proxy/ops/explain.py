@@ -25,11 +25,12 @@ from policies.load import BackendLoad, LoadSnapshot
 from policies.loader import PolicyError, load_policy
 from policies.model import Policy
 from policies.privacy import Classification, UnknownLevel
+from proxy.endpoints import ENDPOINTS, Endpoint
 from proxy.errors import APIError
 from proxy.flow import ledger as spend_ledger
 from proxy.flow.caller import Caller, caller_of, privacy_of, request_facts
 from proxy.flow.gate import TENANT_HEADER, Gate
-from proxy.http.schema import Endpoint, ProxyRequest, parse_request
+from proxy.schema import ProxyRequest, parse_request
 
 
 def explanation(
@@ -78,7 +79,7 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("file", type=Path, help="the policy file")
     parser.add_argument("--request", type=Path, required=True, help="a JSON request body")
-    parser.add_argument("--endpoint", choices=["chat", "completions", "embeddings"], default="chat")
+    parser.add_argument("--endpoint", choices=list(ENDPOINTS), default="chat")
     parser.add_argument("--header", action="append", default=[], metavar="NAME:VALUE")
     parser.add_argument("--proxy", help="a running proxy's URL: explain with its live state")
     parser.set_defaults(run=run)

@@ -11,7 +11,7 @@ from starlette.responses import Response
 
 from proxy.errors import APIError
 from proxy.http.bodies import read_body
-from proxy.http.schema import decode_json
+from proxy.schema import decode_json
 
 
 async def read_json(request: Request, limit: int) -> dict[str, Any]:

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.endpoints import check_message, check_messages
 from proxy.errors import BadRequest
-from proxy.http.schema import check_message, check_messages
 from proxy.sim.tokens import render_chat
 
 

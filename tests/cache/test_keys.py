@@ -8,6 +8,7 @@ import pytest
 
 from cache.keys import CacheKeys, CachePlan, cache_keys, cache_plan, model_version
 from policies.model import CacheRule
+from proxy.endpoints import ENDPOINTS
 
 SYSTEM = {"role": "system", "content": "You are terse."}
 TOOLS = [{"type": "function", "function": {"name": "weather", "parameters": {}}}]
@@ -41,7 +42,8 @@ def plan_of(
     has_tenant: bool = True,
     cache_control: str = "",
 ) -> CachePlan:
-    return cache_plan(endpoint, body, rule or CacheRule(), level_cache, has_tenant, cache_control)
+    caching = ENDPOINTS[endpoint].caching  # type: ignore[index]
+    return cache_plan(caching, body, rule or CacheRule(), level_cache, has_tenant, cache_control)
 
 
 # --- the exact key -------------------------------------------------------------------------------

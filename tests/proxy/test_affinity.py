@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from policies.model import Balancing
+from proxy.endpoints import Endpoint
 from proxy.flow.affinity import Affinity, Prompt
-from proxy.http.schema import Endpoint, ProxyRequest
+from proxy.schema import ProxyRequest
 
 # 8 tokens (32 characters) a block; a prefix is worth following from 8 blocks on.
 BALANCING = Balancing(block_tokens=8, min_prefix_tokens=64, warm_wait_s=2.0)

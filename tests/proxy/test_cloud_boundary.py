@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
+from proxy.endpoints import ENDPOINTS
 from tests.processes import (
     FAST_ENGINE,
     TEST_CLOUD_KEY,
@@ -231,9 +232,7 @@ values = st.one_of(
 def test_random_unknown_keys_change_nothing(
     stack: Boundary, baseline: dict[bool, float], extra: dict[str, Any]
 ) -> None:
-    from proxy.legs.cloud_params import ALLOWED
-
-    unknown = {k: v for k, v in extra.items() if k not in ALLOWED["chat"]}
+    unknown = {k: v for k, v in extra.items() if k not in ENDPOINTS["chat"].cloud_params}
     if not unknown:
         return
     assert_only_the_policy_decides(stack, body(**unknown), False, baseline[False])

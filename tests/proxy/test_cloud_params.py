@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from proxy.endpoints import ENDPOINTS
 from proxy.errors import BadRequest
-from proxy.legs.cloud_params import ALLOWED, SET_BY_PROXY, dropped_header, outbound
+from proxy.legs.cloud_params import SET_BY_PROXY, dropped_header, outbound
 
 # litellm keyword arguments that are the operator's: destination, credentials, price, whether a
 # call is made, what is called next.
@@ -61,7 +62,7 @@ def test_an_operator_argument_never_leaves_the_body(key: str) -> None:
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions", "embeddings"])
 def test_no_endpoint_allows_an_operator_argument(endpoint: str) -> None:
-    assert not set(OPERATORS) & ALLOWED[endpoint]
+    assert not set(OPERATORS) & ENDPOINTS[endpoint].cloud_params
 
 
 def test_refuse_names_the_first_unlisted_field() -> None:
@@ -120,7 +121,9 @@ def test_random_extra_keys_only_ever_add_allowed_parameters(
     }[endpoint]
     body = {**extra, **base}
     sent = outbound(endpoint, body)
-    assert set(sent.params) <= ALLOWED[endpoint]
+    assert set(sent.params) <= ENDPOINTS[endpoint].cloud_params
     assert set(sent.params) | set(sent.dropped) | (set(body) & SET_BY_PROXY) == set(body)
-    unknown = {k for k in extra if k not in ALLOWED[endpoint] and k not in SET_BY_PROXY}
+    unknown = {
+        k for k in extra if k not in ENDPOINTS[endpoint].cloud_params and k not in SET_BY_PROXY
+    }
     assert set(sent.dropped) == unknown

@@ -6,7 +6,7 @@ import orjson
 
 from policies.model import Degrade
 from proxy.flow.degrade import capped, smaller_model
-from proxy.http.schema import ProxyRequest, parse_request
+from proxy.schema import ProxyRequest, parse_request
 
 
 def chat(**extra: object) -> ProxyRequest:

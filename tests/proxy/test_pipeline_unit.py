@@ -24,12 +24,13 @@ from proxy.flow.pipeline import Pipeline
 from proxy.flow.record import Record, record_of
 from proxy.flow.runtime import Runtime
 from proxy.http.handlers import PipelineResponse
-from proxy.http.schema import ProxyRequest, parse_request
 from proxy.legs.answer import Answer
 from proxy.legs.backends import Backends
 from proxy.legs.cloud import Cloud
 from proxy.legs.cloud_answer import CloudAnswer
 from proxy.legs.cloud_params import Unlisted
+from proxy.ops.explain import explanation
+from proxy.schema import ProxyRequest, parse_request
 from tests.fakes import FakeClock
 
 Step = UpstreamError | bytes  # an error to raise, or a whole JSON answer
@@ -457,7 +458,7 @@ async def test_explain_says_what_the_live_path_then_does_for_generated_requests(
             monitor.healthy, monitor.waiting, monitor.kv_cache_usage = healthy, queue, kv
             monitor.error = None if healthy else "probe failed"
         request = parse_request("chat", orjson.dumps(body))
-        explained = await h.pipeline.explain(request, headers)
+        explained = explanation(request, *await h.pipeline.explain(request, headers))
         sent = await h.send(body, headers)
         where = f"case {case}: {headers} {loads} -> {explained}"
         if explained["refused"]:

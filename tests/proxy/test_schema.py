@@ -1,4 +1,4 @@
-"""proxy/http/schema.py:
+"""proxy/schema.py:
 request bodies checked only where routing relies on them, else untouched."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from typing import Any
 import orjson
 import pytest
 
+from proxy.endpoints import Endpoint
 from proxy.errors import BadRequest
-from proxy.http.schema import Endpoint, ProxyRequest, parse_request
+from proxy.schema import ProxyRequest, parse_request
 
 CHAT: dict[str, Any] = {
     "model": "llama",

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from proxy.errors import BadRequest
-from proxy.http.schema import decode_json
+from proxy.schema import decode_json
 from proxy.sim.requests import (
     parse_chat,
     parse_completion,

@@ -20,8 +20,8 @@ from policies.model import Policy, Tenant
 from proxy.errors import UpstreamUnavailable
 from proxy.flow.affinity import Prompt
 from proxy.flow.runtime import Runtime
-from proxy.http.schema import ProxyRequest
 from proxy.legs.answer import Answer
+from proxy.schema import ProxyRequest
 
 
 class Leg(Protocol):

@@ -8,19 +8,12 @@ names the parameter.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
+from proxy.endpoints import ENDPOINTS, Endpoint
 from proxy.errors import BadRequest
-
-Endpoint = Literal["chat", "completions", "embeddings"]
-PATHS: dict[Endpoint, str] = {
-    "chat": "/v1/chat/completions",
-    "completions": "/v1/completions",
-    "embeddings": "/v1/embeddings",
-}
-
 
 # Longest model name accepted: names are keys of per-model bookkeeping, so they are bounded.
 MAX_MODEL_CHARS = 256
@@ -42,7 +35,7 @@ class ProxyRequest:
 
     @property
     def path(self) -> str:
-        return PATHS[self.endpoint]
+        return ENDPOINTS[self.endpoint].path
 
     @property
     def token_estimate(self) -> int:
@@ -83,12 +76,13 @@ def parse_request(endpoint: Endpoint, raw: bytes) -> ProxyRequest:
         raise BadRequest(
             f"'model' is {len(model)} characters long; at most {MAX_MODEL_CHARS}", param="model"
         )
-    _CHECKS[endpoint](body)
+    spec = ENDPOINTS[endpoint]
+    spec.check(body)
     stream = body.get("stream", False)
     if stream is not None and not isinstance(stream, bool):
         raise BadRequest("'stream' must be a boolean", param="stream")
-    if endpoint == "embeddings" and stream:
-        raise BadRequest("embeddings cannot be streamed", param="stream")
+    if stream and not spec.streams:
+        raise BadRequest(f"{endpoint} cannot be streamed", param="stream")
     _check_optional_int(body, "max_tokens")
     _check_optional_int(body, "max_completion_tokens")
     return ProxyRequest(endpoint, model, bool(stream), body, len(raw))
@@ -117,46 +111,6 @@ def _depth_exceeds(document: Any, limit: int) -> bool:
         children = value.values() if isinstance(value, dict) else value
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return False
-
-
-def check_messages(messages: Any) -> list[dict[str, Any]]:
-    """A chat's `messages`: a non-empty array of objects with a string role."""
-    if not isinstance(messages, list) or not messages:
-        raise BadRequest("'messages' must be a non-empty array", param="messages")
-    for i, message in enumerate(messages):
-        check_message(message, f"messages[{i}]")
-    return messages
-
-
-def check_message(message: Any, where: str) -> None:
-    if not isinstance(message, dict):
-        raise BadRequest(f"'{where}' must be an object", param=where)
-    if not isinstance(message.get("role"), str):
-        raise BadRequest(f"'{where}.role' is required and must be a string", param=f"{where}.role")
-    content = message.get("content")
-    if content is not None and not isinstance(content, str | list):
-        raise BadRequest(
-            f"'{where}.content' must be a string or an array of content parts",
-            param=f"{where}.content",
-        )
-
-
-def _check_chat(body: dict[str, Any]) -> None:
-    check_messages(body.get("messages"))
-
-
-def _check_completions(body: dict[str, Any]) -> None:
-    prompt = body.get("prompt")
-    if not isinstance(prompt, str | list):
-        raise BadRequest("'prompt' must be a string or an array", param="prompt")
-
-
-def _check_embeddings(body: dict[str, Any]) -> None:
-    if not isinstance(body.get("input"), str | list):
-        raise BadRequest("'input' must be a string or an array", param="input")
-
-
-_CHECKS = {"chat": _check_chat, "completions": _check_completions, "embeddings": _check_embeddings}
 
 
 def _check_optional_int(body: dict[str, Any], name: str) -> None:
