@@ -9,7 +9,7 @@ code, arithmetic in symbols, lower case and typos), because int8's error is the 
 texts (a SQL request, "Tell me a joke") moved four times as far as the median one.
 
 Written apart from bench/data/semantic_pairs.jsonl, which stays a held-out set for
-bench.semantic; tests/cache/test_embedder.py holds out its own pairs too.
+bench.semantic; tests/integration/cache/test_embedder.py holds out its own pairs too.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Put on PYTHONPATH by tests/proxy/test_extras.py: the modules named in $OVERSPILL_WITHOUT
-cannot be imported in this process, as in an install without those extras. Python imports a
-sitecustomize module at start from anywhere on its path."""
+"""Put on PYTHONPATH by tests/integration/proxy/test_extras.py: the modules named in
+$OVERSPILL_WITHOUT cannot be imported in this process, as in an install without those extras.
+Python imports a sitecustomize module at start from anywhere on its path."""
 
 from __future__ import annotations
 

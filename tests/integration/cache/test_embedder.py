@@ -25,7 +25,7 @@ from cache.onnx_model import measure_shift, pair_cosines
 from cache.store import UNMEASURED_MARGIN, referee_margin
 from proxy.flow.caching import embedders
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 SENTENCES = [
     "What is the capital of France?",

@@ -204,7 +204,7 @@ def test_admin_endpoints_need_the_admin_key_when_one_is_set(tmp_path: Path) -> N
 
 # A burst of three, then one request a minute: what the test spends does not refill while it
 # runs, however slow the machine. How Retry-After counts a partial refill is
-# tests/policies/test_admission.py's, on a fake clock.
+# tests/unit/policies/test_admission.py's, on a fake clock.
 ONE_A_MINUTE = 'name = "acme"\nrequests_per_minute = 1\nburst_s = 180'
 
 

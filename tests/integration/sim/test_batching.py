@@ -2,7 +2,7 @@
 up to --max-seqs of them; requests beyond that queue.
 
 Counted by the engine itself (/_sim/stats and /metrics), not timed: what a step costs (10 ms +
-0.5 ms per running sequence here) is tests/sim/test_engine.py's to check on a fake clock, and
+0.5 ms per running sequence here) is tests/unit/sim/test_engine.py's to check on a fake clock, and
 what that makes in tokens per second at concurrency 1, 4 and 16 is bench/calibration.py's.
 """
 

@@ -2,8 +2,8 @@
 response, PipelineResponse) with scripted engine and cloud legs and a fake clock. Each test is
 one branch: where a request goes, what is retried, what falls back, what never leaves.
 
-Process-level tests (tests/proxy/test_*.py with real simulators) keep the end-to-end promises;
-these show the branches in milliseconds."""
+Process-level tests (tests/integration/proxy/test_*.py, with real simulators) keep the
+end-to-end promises; these show the branches in milliseconds."""
 
 from __future__ import annotations
 

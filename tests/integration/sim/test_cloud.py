@@ -78,7 +78,7 @@ def test_large_capacity_nobody_waits() -> None:
 def test_rate_limit_returns_429_with_retry_after() -> None:
     """A full bucket is admitted, then a 429 that says when to come back. At 6 a minute one
     request refills every 10 s: the loop outruns the refill unless a request takes seconds (a
-    hang, not a slow machine). How the bucket refills is tests/sim/test_limits.py's, on a fake
+    hang, not a slow machine). How the bucket refills is tests/unit/sim/test_limits.py's, on a fake
     clock."""
     with sim(
         "--personality",

@@ -8,7 +8,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("proxy", "policies", "cache")
 # a room may import the rooms before it in this list, never those after it
 ROOMS = ("proxy.legs", "proxy.flow", "proxy.ops", "proxy.http")

@@ -23,7 +23,7 @@ from policies.model import (
     Route,
     Tenant,
 )
-from tests.policies.texts import BACKEND, problems_of
+from tests.unit.policies.texts import BACKEND, problems_of
 
 FULL = """\
 [[backends]]

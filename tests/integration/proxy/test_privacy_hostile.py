@@ -14,8 +14,8 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.integration.proxy.test_hostile_clients import config
 from tests.processes import FAST_ENGINE, Process, cloud_toml, proxy, sim
-from tests.proxy.test_hostile_clients import config
 
 CLOUD = ("--personality", "cloud", "--decode-base-ms", "1", "--output-tokens", "4")
 GUARDED = """

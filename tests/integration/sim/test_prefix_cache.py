@@ -3,7 +3,7 @@
 The engine's own counters say so: the second request sharing a ~1,000-token system prompt is
 served those tokens from the cache (its usage and vllm:prefix_cache_hits) and prefills only its
 uncached tail (prefill_tokens_computed in /_sim/stats). What that saves in time to first token is
-the step time's business (prefill is charged per computed token: tests/sim/test_engine.py, on a
+the step time's business (prefill is charged per computed token: tests/unit/sim/test_engine.py, on a
 fake clock); the time itself, with and without prefix reuse, is bench/prefix.py's to measure.
 """
 
