@@ -22,15 +22,14 @@ Process = Child
 # The key the test policies' cloud targets read (api_key_env = "TEST_CLOUD_KEY").
 TEST_CLOUD_KEY = "sk-test-cloud-key-5678"
 
+
+def engine_flags(**flags: object) -> tuple[str, ...]:
+    """`overspill sim` flags from keywords: engine_flags(max_seqs=1) == ("--max-seqs", "1")."""
+    return tuple(part for k, v in flags.items() for part in (f"--{k.replace('_', '-')}", str(v)))
+
+
 # Simulator timings used by most tests: fast enough for a 2-core CI, slow enough to measure.
-FAST_ENGINE = (
-    "--decode-base-ms",
-    "2",
-    "--decode-per-seq-ms",
-    "0.1",
-    "--prefill-ms-per-token",
-    "0.01",
-)
+FAST_ENGINE = engine_flags(decode_base_ms=2, decode_per_seq_ms=0.1, prefill_ms_per_token=0.01)
 
 
 @contextlib.contextmanager

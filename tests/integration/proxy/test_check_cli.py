@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.policy_texts import BACKEND
 from tests.processes import ROOT
-
-BACKEND = '[[backends]]\nname = "a"\nkind = "vllm"\nurl = "http://h:1"\n'  # lines 1-4
 
 VALID = """\
 [[backends]]

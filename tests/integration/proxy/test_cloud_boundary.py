@@ -27,19 +27,13 @@ from tests.processes import (
     Process,
     backend_toml,
     cloud_toml,
+    engine_flags,
     proxy,
     sim,
 )
 
-CLOUD = (
-    "--personality",
-    "cloud",
-    "--decode-base-ms",
-    "1",
-    "--output-tokens",
-    "12",
-    "--output-distribution",
-    "fixed",
+CLOUD = engine_flags(
+    personality="cloud", decode_base_ms=1, output_tokens=12, output_distribution="fixed"
 )
 FORGED = "FORGED ANSWER"
 

@@ -10,23 +10,17 @@ from collections.abc import Iterator
 
 import httpx
 
-from tests.processes import Process, backend_toml, proxy, sim
+from tests.processes import Process, backend_toml, engine_flags, proxy, sim
 from tests.waits import eventually, held_async, in_flight, queued, wait_until
 
 # One sequence (~0.4 s an answer): while a stream holds it, any other request finds it saturated.
-BIG = (
-    "--model",
-    "m",
-    "--max-seqs",
-    "1",
-    "--decode-base-ms",
-    "40",
-    "--decode-per-seq-ms",
-    "0",
-    "--prefill-ms-per-token",
-    "0.01",
-    "--output-tokens",
-    "10",
+BIG = engine_flags(
+    model="m",
+    max_seqs=1,
+    decode_base_ms=40,
+    decode_per_seq_ms=0,
+    prefill_ms_per_token=0.01,
+    output_tokens=10,
 )
 SMALL = ("--model", "m-small", "--decode-base-ms", "2", "--prefill-ms-per-token", "0.01")
 

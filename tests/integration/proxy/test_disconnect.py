@@ -19,32 +19,18 @@ import httpx
 import pytest
 
 from tests.clients import send_raw
-from tests.processes import Process, backend_toml, proxy, sim
+from tests.processes import Process, backend_toml, engine_flags, proxy, sim
 from tests.waits import in_flight, wait_until
 
-PROFILE = (
-    "--decode-base-ms",
-    "10",
-    "--prefill-ms-per-token",
-    "0.2",
-    "--max-batched-tokens",
-    "64",
-    "--max-seqs",
-    "4",
+PROFILE = engine_flags(
+    decode_base_ms=10, prefill_ms_per_token=0.2, max_batched_tokens=64, max_seqs=4
 )
 # 8,000 tokens at >= 10 ms a step: 80 s of decoding.
 LONG_ANSWER = 8000
 # ~30 s of prefill (7,000 tokens in 64-token steps of 266 ms): still under way when the client
 # leaves, however slowly this machine gets there.
-SLOW_PREFILL = (
-    "--decode-base-ms",
-    "10",
-    "--prefill-ms-per-token",
-    "4",
-    "--max-batched-tokens",
-    "64",
-    "--max-seqs",
-    "4",
+SLOW_PREFILL = engine_flags(
+    decode_base_ms=10, prefill_ms_per_token=4, max_batched_tokens=64, max_seqs=4
 )
 LONG_PROMPT = "word " * 7000
 

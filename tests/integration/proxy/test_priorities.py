@@ -12,23 +12,17 @@ from collections.abc import Iterator
 
 import httpx
 
-from tests.processes import Process, backend_toml, proxy, sim
+from tests.processes import Process, backend_toml, engine_flags, proxy, sim
 from tests.waits import eventually, held_async
 
 # Two sequences at once, ~0.3 s per 10-token answer.
-ENGINE = (
-    "--model",
-    "m",
-    "--max-seqs",
-    "2",
-    "--decode-base-ms",
-    "30",
-    "--decode-per-seq-ms",
-    "0",
-    "--prefill-ms-per-token",
-    "0.01",
-    "--output-tokens",
-    "10",
+ENGINE = engine_flags(
+    model="m",
+    max_seqs=2,
+    decode_base_ms=30,
+    decode_per_seq_ms=0,
+    prefill_ms_per_token=0.01,
+    output_tokens=10,
 )
 
 

@@ -27,6 +27,7 @@ from tests.processes import (
     Process,
     backend_toml,
     cloud_toml,
+    engine_flags,
     overspill_command,
     proxy,
     sim,
@@ -303,15 +304,8 @@ def test_concurrent_requests_beyond_the_cap_are_refused() -> None:
 
 # Every answer exactly 20 tokens: a budget's count of answers must not depend on the simulator's
 # random answer lengths (uniform 10-30 by default).
-CLOUD = (
-    "--personality",
-    "cloud",
-    "--decode-base-ms",
-    "1",
-    "--output-tokens",
-    "20",
-    "--output-distribution",
-    "fixed",
+CLOUD = engine_flags(
+    personality="cloud", decode_base_ms=1, output_tokens=20, output_distribution="fixed"
 )
 
 
@@ -433,15 +427,8 @@ def _spend(url: str) -> tuple[float, dict[str, float]]:
     return status["cloud_spend_usd"], {t["name"]: t["cloud_spent_usd"] for t in status["tenants"]}
 
 
-LONG_ANSWERS = (
-    "--personality",
-    "cloud",
-    "--decode-base-ms",
-    "5",
-    "--output-tokens",
-    "400",
-    "--output-distribution",
-    "fixed",
+LONG_ANSWERS = engine_flags(
+    personality="cloud", decode_base_ms=5, output_tokens=400, output_distribution="fixed"
 )
 BREAKER_OFF = "[breaker]\nconsecutive_failures = 1000\nmin_calls = 1000\n"
 

@@ -15,33 +15,19 @@ import httpx
 import pytest
 
 from tests import clients
-from tests.processes import Process, sim
+from tests.processes import Process, engine_flags, sim
 from tests.waits import wait_until
 
 # Long prompts are prefilled in chunks of 256 tokens (~60 ms steps), so an abort lands quickly.
-PROFILE = (
-    "--decode-base-ms",
-    "10",
-    "--prefill-ms-per-token",
-    "0.2",
-    "--max-batched-tokens",
-    "256",
-    "--max-seqs",
-    "1",
+PROFILE = engine_flags(
+    decode_base_ms=10, prefill_ms_per_token=0.2, max_batched_tokens=256, max_seqs=1
 )
 # 8,000 tokens at >= 10 ms a step: 80 s of decoding, more than any wait below allows.
 LONG_ANSWER = 8000
 # A prefill of ~30 s (7,000 tokens in 64-token steps of 266 ms): still under way whenever the
 # client leaves, however slowly this machine gets there.
-SLOW_PREFILL = (
-    "--decode-base-ms",
-    "10",
-    "--prefill-ms-per-token",
-    "4",
-    "--max-batched-tokens",
-    "64",
-    "--max-seqs",
-    "1",
+SLOW_PREFILL = engine_flags(
+    decode_base_ms=10, prefill_ms_per_token=4, max_batched_tokens=64, max_seqs=1
 )
 LONG_PROMPT = "word " * 7000
 

@@ -17,17 +17,10 @@ import httpx
 import orjson
 import pytest
 
-from tests.processes import Process, sim
+from tests.processes import Process, engine_flags, sim
 
-PROFILE = (
-    "--decode-base-ms",
-    "5",
-    "--decode-per-seq-ms",
-    "0.1",
-    "--prefill-ms-per-token",
-    "0.5",
-    "--max-batched-tokens",
-    "4096",
+PROFILE = engine_flags(
+    decode_base_ms=5, decode_per_seq_ms=0.1, prefill_ms_per_token=0.5, max_batched_tokens=4096
 )
 SYSTEM = "You are a helpful assistant for the travel desk. " * 100  # ~1,000 tokens
 

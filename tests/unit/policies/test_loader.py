@@ -10,7 +10,7 @@ import pytest
 from policies.loader import PolicyError, Problem, load_policy, parse_policy
 from policies.locate import locate
 from policies.model import Backend, Policy, Server, Timeouts
-from tests.unit.policies.texts import BACKEND, problems_of
+from tests.policy_texts import BACKEND, problems_of
 
 # (text, key path, line, message fragment); every text has exactly one problem.
 INVALID = {

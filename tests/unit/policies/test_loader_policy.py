@@ -23,7 +23,7 @@ from policies.model import (
     Route,
     Tenant,
 )
-from tests.unit.policies.texts import BACKEND, problems_of
+from tests.policy_texts import BACKEND, problems_of
 
 FULL = """\
 [[backends]]

@@ -7,7 +7,7 @@ import pytest
 from policies.apikeys import digest
 from policies.loader import parse_policy
 from policies.model import Auth, Limits, Tenant
-from tests.unit.policies.texts import BACKEND, error_of, problems_of
+from tests.policy_texts import BACKEND, error_of, problems_of
 
 TENANT = '\n[[tenants]]\nname = "t"\n'  # 3 lines
 SECRET = "sk-live-4f9a8b7c6d5e3f2a1b0c"

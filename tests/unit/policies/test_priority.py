@@ -13,7 +13,7 @@ from policies.load import BackendLoad, LoadSnapshot
 from policies.loader import parse_policy
 from policies.model import Backend, Overflow, Policy, Priorities, Priority, Route, Tenant
 from policies.priority import Chosen, UnknownPriority, predicted_wait, priority_of, urgency
-from tests.unit.policies.texts import BACKEND, problems_of
+from tests.policy_texts import BACKEND, problems_of
 
 PRIORITIES = Priorities(
     classes=(Priority("interactive"), Priority("standard", 0.75), Priority("batch", 0.5)),
