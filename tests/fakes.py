@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from proxy.clock import Clock
@@ -27,3 +28,13 @@ class FakeClock:
     @property
     def clock(self) -> Clock:
         return Clock(now=self.now, sleep=self.sleep)
+
+
+async def until(condition: Callable[[], bool], what: str, turns: int = 10_000) -> None:
+    """Let the other tasks run until `condition` holds: a unit test waits for an event of the
+    code under test, never for time (bounded, so a condition that never comes fails the test)."""
+    for _ in range(turns):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"never happened: {what}")
