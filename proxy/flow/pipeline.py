@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from cache.store import Hit, Miss
-from policies.decide import RoutingPlan, decide, route_for
+from policies.decide import RequestFacts, RoutingPlan, decide, route_for
 from policies.identity import Identity, KeyRing
 from policies.load import LoadSnapshot
 from policies.model import Policy, Tenant
@@ -23,6 +23,7 @@ from proxy.flow.caller import Caller, caller_of, request_facts, scanned_privacy
 from proxy.flow.chain import Chain, Trip
 from proxy.flow.degrade import capped, smaller_model
 from proxy.flow.gate import TENANT_HEADER, Ticket
+from proxy.flow.local_room import LocalRoom
 from proxy.flow.record import Record, question_of
 from proxy.flow.runtime import Runtime
 from proxy.flow.usage import Usage, metered
@@ -79,14 +80,10 @@ class Pipeline:
         self.runtime.saturated[memory] = plan.saturated
         return plan
 
-    def preview(self, request: ProxyRequest, asked: Asked, hysteresis: bool = True) -> RoutingPlan:
-        """The plan as it would be now, changing nothing (explain, degrade's checks, a waiter's
-        look). `hysteresis=False` judges saturation by the thresholds alone: a waiter asks
-        whether there is room now (hysteresis keeps traffic from flapping to the cloud and back,
-        and at max_concurrency 1 it would never see room again)."""
+    def preview(self, request: ProxyRequest, asked: Asked) -> RoutingPlan:
+        """The plan as it would be now, changing nothing (explain, degrade's checks)."""
         memory = (request.model, asked.caller.priority.name)
-        before = self.runtime.saturated.get(memory, frozenset()) if hysteresis else frozenset()
-        return self._decided(request, asked, 0, before)
+        return self._decided(request, asked, 0, self.runtime.saturated.get(memory, frozenset()))
 
     def _decided(
         self, request: ProxyRequest, asked: Asked, turn: int, before: frozenset[str]
@@ -98,15 +95,21 @@ class Pipeline:
             raise ModelNotFound(
                 f"The model `{request.model}` does not exist. Available: {available}", param="model"
             )
+        facts = self._facts(request, asked, turn)
+        return decide(facts, self.policy, snapshot, self.runtime.rng, self._blocked(), before)
+
+    def _facts(self, request: ProxyRequest, asked: Asked, turn: int) -> RequestFacts:
         caller = asked.caller
         budget_closed = self.runtime.gate.cloud_closed(caller.tenant)
         level, held = asked.privacy.level, asked.prompt.held
-        facts = request_facts(request, level, caller, budget_closed, held, turn)
+        return request_facts(request, level, caller, budget_closed, held, turn)
+
+    def _blocked(self) -> dict[str, str]:
+        """The targets whose breakers refuse a call now, with why."""
         now = self.runtime.clock.now()
-        blocked = {
+        return {
             n: b.last_failure or "open" for n, b in self.breakers.items() if not b.would_allow(now)
         }
-        return decide(facts, self.policy, snapshot, self.runtime.rng, blocked, before)
 
     async def explain(
         self, request: ProxyRequest, headers: dict[str, str]
@@ -247,10 +250,14 @@ class Pipeline:
         if priority.max_wait_s <= 0:
             return None  # no proxy queue for this class: the engine's own queue holds it
 
-        def ready() -> bool:
-            fresh = self.preview(request, asked, hysteresis=False)
-            return fresh.local_room_now
-
+        runtime = self.runtime
+        ready = LocalRoom(
+            self._facts(request, asked, 0),
+            self.policy,
+            runtime.backends.snapshot,
+            self._blocked,
+            runtime.rng,
+        )
         route = route_for(self.policy, request.model)
         max_wait = min(priority.max_wait_s, route.deadline_s or priority.max_wait_s)
         priorities = self.policy.priorities

@@ -32,11 +32,12 @@ class Runtime:
     answers: Answers = field(default_factory=Answers)
     gate: Gate = field(default_factory=Gate)
     affinity: Affinity = field(default_factory=Affinity)
-    room: WaitingRoom = field(default_factory=WaitingRoom)
     scans: Scans = field(default_factory=Scans)
     clock: Clock = field(default_factory=Clock)
+    room: WaitingRoom = field(init=False)  # on the runtime's clock
     # hysteresis per model and priority class (each class has its own share of the backends)
     saturated: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.room = WaitingRoom(self.clock.now)
         self.backends.on_free = self.room.wake

@@ -18,6 +18,7 @@ import pytest
 from proxy.errors import Overloaded, RateLimited
 from proxy.flow import waiting
 from proxy.flow.waiting import Ask, Turn, WaitingRoom
+from tests.fakes import FakeClock
 from tests.waits import DEADLINE_S
 
 INTERACTIVE, BATCH = 0, 1
@@ -29,22 +30,14 @@ NEVER_S = 10 * DEADLINE_S
 NAMES = {INTERACTIVE: "interactive", BATCH: "batch"}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(t=0.0)
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-async def room(clock: Clock) -> AsyncIterator[WaitingRoom]:
-    room = WaitingRoom(clock)
+async def room(clock: FakeClock) -> AsyncIterator[WaitingRoom]:
+    room = WaitingRoom(clock.now)
     yield room
     await room.close()
 
@@ -76,11 +69,11 @@ async def cancel(*tasks: asyncio.Task[Turn]) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def set_drain_rate(room: WaitingRoom, clock: Clock) -> None:
+def set_drain_rate(room: WaitingRoom, clock: FakeClock) -> None:
     """Two starts one second apart, read at the second: 2 requests per second."""
-    clock.now = 0.0
+    clock.t = 0.0
     room.started("m")
-    clock.now = 1.0
+    clock.t = 1.0
     room.started("m")
     assert room.drain_rate("m") == pytest.approx(2.0)
 
@@ -152,12 +145,12 @@ async def test_a_waiter_waits_until_it_would_find_a_usable_backend(room: Waiting
 
 
 async def test_an_interactive_waiter_goes_before_an_earlier_batch_one(
-    room: WaitingRoom, clock: Clock
+    room: WaitingRoom, clock: FakeClock
 ) -> None:
     engine = Engine(free=0)
     tasks = [asyncio.create_task(engine.use(room, f"batch{i}", ask(BATCH))) for i in (1, 2)]
     await until(lambda: room.waiting("m") == 2)
-    clock.now = 1.0
+    clock.t = 1.0
     tasks += [
         asyncio.create_task(engine.use(room, f"interactive{i}", ask(INTERACTIVE))) for i in (1, 2)
     ]
@@ -170,11 +163,13 @@ async def test_an_interactive_waiter_goes_before_an_earlier_batch_one(
     assert room.waiting("m") == 0
 
 
-async def test_waiters_of_one_class_go_in_order_of_arrival(room: WaitingRoom, clock: Clock) -> None:
+async def test_waiters_of_one_class_go_in_order_of_arrival(
+    room: WaitingRoom, clock: FakeClock
+) -> None:
     engine = Engine(free=0)
     tasks = []
     for i in range(4):
-        clock.now = float(i)
+        clock.t = float(i)
         tasks.append(asyncio.create_task(engine.use(room, f"w{i}", ask(BATCH))))
         await until(lambda: room.waiting("m") == len(tasks))
     engine.free = 1
@@ -197,7 +192,7 @@ async def test_waiters_of_one_class_go_in_order_of_arrival(room: WaitingRoom, cl
 )
 async def test_a_batch_waiter_that_waited_long_enough_goes_before_a_newer_interactive_one(
     room: WaitingRoom,
-    clock: Clock,
+    clock: FakeClock,
     interactive_arrives: float,
     released_at: float,
     order: list[str],
@@ -205,10 +200,10 @@ async def test_a_batch_waiter_that_waited_long_enough_goes_before_a_newer_intera
     engine = Engine(free=0)
     batch = asyncio.create_task(engine.use(room, "batch", ask(BATCH, aging_s=1.0)))
     await until(lambda: room.waiting("m") == 1)
-    clock.now = interactive_arrives
+    clock.t = interactive_arrives
     urgent = asyncio.create_task(engine.use(room, "interactive", ask(INTERACTIVE, aging_s=1.0)))
     await until(lambda: room.waiting("m") == 2)
-    clock.now = released_at
+    clock.t = released_at
     engine.free = 1
     room.wake()
     await asyncio.wait_for(asyncio.gather(batch, urgent), DEADLINE_S)
@@ -271,7 +266,7 @@ async def test_the_next_waiter_is_considered_only_once_the_last_one_is_taken(
 
 
 async def test_a_waiter_with_too_many_ahead_is_refused_at_arrival_with_a_429(
-    room: WaitingRoom, clock: Clock
+    room: WaitingRoom, clock: FakeClock
 ) -> None:
     set_drain_rate(room, clock)  # 2 per second
     # predicted (ahead + 1) / 2 s: all six are let wait
@@ -292,7 +287,7 @@ async def test_a_waiter_with_too_many_ahead_is_refused_at_arrival_with_a_429(
 
 
 async def test_a_refused_waiter_is_told_to_retry_after_at_least_a_second(
-    room: WaitingRoom, clock: Clock
+    room: WaitingRoom, clock: FakeClock
 ) -> None:
     set_drain_rate(room, clock)
     waiters = [asyncio.create_task(room.wait(ask(), never)) for _ in range(2)]
@@ -304,7 +299,7 @@ async def test_a_refused_waiter_is_told_to_retry_after_at_least_a_second(
 
 
 async def test_less_urgent_waiters_do_not_count_ahead_of_an_interactive_newcomer(
-    room: WaitingRoom, clock: Clock
+    room: WaitingRoom, clock: FakeClock
 ) -> None:
     set_drain_rate(room, clock)
     batch = [asyncio.create_task(room.wait(ask(BATCH), never)) for _ in range(6)]
@@ -330,50 +325,50 @@ async def test_without_a_known_drain_rate_nobody_is_refused_at_arrival(room: Wai
 
 
 async def test_the_drain_rate_counts_starts_over_the_time_since_the_first(
-    room: WaitingRoom, clock: Clock
+    room: WaitingRoom, clock: FakeClock
 ) -> None:
     set_drain_rate(room, clock)
-    clock.now = 4.0
+    clock.t = 4.0
     assert room.drain_rate("m") == pytest.approx(0.5)  # 2 starts in 4 s
     room.started("m")
     assert room.drain_rate("m") == pytest.approx(0.75)  # 3 in 4 s
-    clock.now = 32.0
+    clock.t = 32.0
     room.started("m")  # the starts of 0 and 1 s fall out of the 30 s window
     assert room.drain_rate("m") == pytest.approx(2 / 28)  # those of 4 and 32 s
 
 
 async def test_the_drain_rate_forgets_starts_older_than_the_window(
-    room: WaitingRoom, clock: Clock
+    room: WaitingRoom, clock: FakeClock
 ) -> None:
     set_drain_rate(room, clock)
-    clock.now = 100.0
+    clock.t = 100.0
     assert room.drain_rate("m") is None  # no start in the last 30 s: too few
 
 
 async def test_a_lone_waiter_is_not_refused_on_starts_older_than_the_window(
-    room: WaitingRoom, clock: Clock
+    room: WaitingRoom, clock: FakeClock
 ) -> None:
     set_drain_rate(room, clock)
-    clock.now = 100.0
+    clock.t = 100.0
     turn = await asyncio.wait_for(room.wait(ask(max_wait_s=30.0), always), DEADLINE_S)
     turn.taken()
 
 
 async def test_a_waiter_let_in_counts_once_in_the_drain_rate(
-    room: WaitingRoom, clock: Clock
+    room: WaitingRoom, clock: FakeClock
 ) -> None:
     room.started("m")  # a request that found a free engine at 0 s
-    clock.now = 1.0
+    clock.t = 1.0
     turn = await asyncio.wait_for(room.wait(ask(), always), DEADLINE_S)
     room.started("m")  # the waiter got its local engine (waited or not, started() says)
     turn.taken()
-    clock.now = 2.0
-    unwaited = WaitingRoom(clock)  # the same two starts, neither of them waited
-    clock.now = 0.0
+    clock.t = 2.0
+    unwaited = WaitingRoom(clock.now)  # the same two starts, neither of them waited
+    clock.t = 0.0
     unwaited.started("m")
-    clock.now = 1.0
+    clock.t = 1.0
     unwaited.started("m")
-    clock.now = 2.0
+    clock.t = 2.0
     assert room.drain_rate("m") == unwaited.drain_rate("m")
 
 
@@ -412,12 +407,12 @@ async def test_a_timed_out_waiter_leaves_the_others_waiting(room: WaitingRoom) -
 
 
 async def test_a_cancelled_waiter_leaves_the_queue_and_the_next_still_gets_its_turn(
-    room: WaitingRoom, clock: Clock
+    room: WaitingRoom, clock: FakeClock
 ) -> None:
     engine = Engine(free=0)
     gone = asyncio.create_task(room.wait(ask(INTERACTIVE), engine.ready))
     await until(lambda: room.waiting("m") == 1)
-    clock.now = 1.0
+    clock.t = 1.0
     next_one = asyncio.create_task(room.wait(ask(BATCH), engine.ready))
     await until(lambda: room.waiting("m") == 2)
     gone.cancel()
@@ -432,7 +427,7 @@ async def test_a_cancelled_waiter_leaves_the_queue_and_the_next_still_gets_its_t
 
 
 async def test_a_waiter_cancelled_as_it_is_let_in_hands_its_turn_back_at_once(
-    room: WaitingRoom, clock: Clock, monkeypatch: pytest.MonkeyPatch
+    room: WaitingRoom, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Only the hand-back can let the next one in: the handover timeout would take too long.
     monkeypatch.setattr(waiting, "HANDOVER_S", NEVER_S)
@@ -446,7 +441,7 @@ async def test_a_waiter_cancelled_as_it_is_let_in_hands_its_turn_back_at_once(
 
     tasks.append(asyncio.create_task(room.wait(ask(), ready_then_gone)))
     await until(lambda: room.waiting("m") == 1)
-    clock.now = 1.0
+    clock.t = 1.0
     tasks.append(asyncio.create_task(room.wait(ask(), engine.ready)))
     await until(lambda: room.waiting("m") == 2)
     engine.free = 1
@@ -521,12 +516,12 @@ def sized(rank: int, size: int, group: str = "g") -> Ask:
 
 
 async def test_a_waiter_too_large_for_the_room_does_not_hold_up_a_smaller_one(
-    room: WaitingRoom, clock: Clock
+    room: WaitingRoom, clock: FakeClock
 ) -> None:
     engines = Room(fits=0)
     large = asyncio.create_task(room.wait(sized(INTERACTIVE, 4000), engines.ready_for(4000)))
     await until(lambda: room.waiting("m") == 1)
-    clock.now = 1.0
+    clock.t = 1.0
     small = asyncio.create_task(room.wait(sized(BATCH, 100), engines.ready_for(100)))
     await until(lambda: room.waiting("m") == 2)
     engines.fits = 1000  # room for the small one, not for the large one
@@ -541,7 +536,7 @@ async def test_a_waiter_too_large_for_the_room_does_not_hold_up_a_smaller_one(
 
 
 async def test_the_most_urgent_of_the_waiters_that_fit_goes_first(
-    room: WaitingRoom, clock: Clock
+    room: WaitingRoom, clock: FakeClock
 ) -> None:
     engines = Room(fits=0)
     order: list[str] = []
@@ -553,7 +548,7 @@ async def test_the_most_urgent_of_the_waiters_that_fit_goes_first(
     tasks = [asyncio.create_task(wait("huge interactive", INTERACTIVE, 9000))]
     await until(lambda: room.waiting("m") == 1)
     for step, (name, rank) in enumerate([("batch", BATCH), ("interactive", INTERACTIVE)]):
-        clock.now = 1.0 + step
+        clock.t = 1.0 + step
         tasks.append(asyncio.create_task(wait(name, rank, 100)))
         await until(lambda n=step + 2: room.waiting("m") == n)  # type: ignore[misc]
     engines.fits = 1000
@@ -564,12 +559,12 @@ async def test_the_most_urgent_of_the_waiters_that_fit_goes_first(
 
 
 async def test_a_larger_waiter_of_a_group_is_not_asked_once_a_smaller_one_did_not_fit(
-    room: WaitingRoom, clock: Clock
+    room: WaitingRoom, clock: FakeClock
 ) -> None:
     engines = Room(fits=0)
     tasks = []
     for step, size in enumerate([500, 200, 900, 300]):
-        clock.now = float(step)
+        clock.t = float(step)
         tasks.append(
             asyncio.create_task(room.wait(sized(INTERACTIVE, size), engines.ready_for(size)))
         )
