@@ -122,9 +122,9 @@ async def load(url: str, stream: bool, concurrency: int, requests: int, first: i
                     data=body(serial, stream),
                     headers={"content-type": "application/json"},
                 ) as response:
-                    await response.read()
+                    answer = await response.read()
                     if response.status != 200:
-                        raise RuntimeError(f"{url} answered {response.status}")
+                        raise RuntimeError(f"{url} answered {response.status}: {answer[:500]!r}")
                 latencies.append((time.perf_counter() - began) * 1000)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
