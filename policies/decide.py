@@ -55,6 +55,7 @@ class RoutingPlan:
     privacy: str = "public"
     overflowed: bool = False
     saturated: frozenset[str] = field(default_factory=frozenset)  # for the next hysteresis
+    kept_local: bool = False  # the privacy level kept a cloud target of the route out
 
     @property
     def why_none(self) -> str:
@@ -116,6 +117,7 @@ def decide(
         facts.privacy,
         overflowed,
         frozenset(b.name for b in saturated),
+        any(not policy.privacy.level(facts.privacy).allows(name) for name in route.cloud),
     )
 
 

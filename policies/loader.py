@@ -217,7 +217,13 @@ class _PolicyReader(Reader):
                 self.problem(path, f"unknown level {level!r} (levels: {', '.join(sorted(names))})")
             else:
                 detectors[detector] = level
-        return Privacy(levels, values["default"], detectors)
+        media = values["media"]
+        if media is not None and media not in names:
+            self.problem(
+                "privacy.media", f"unknown level {media!r} (levels: {', '.join(sorted(names))})"
+            )
+            media = None
+        return Privacy(levels, values["default"], detectors, media, values["send_user"])
 
     def level(self, entry: Any, path: str, clouds: set[str]) -> PrivacyLevel:
         if not isinstance(entry, dict):

@@ -212,6 +212,8 @@ class Privacy:
     levels: tuple[PrivacyLevel, ...] = (PrivacyLevel("public"),)  # least strict first
     default: str = "public"
     detectors: Mapping[str, str] = field(default_factory=dict)  # detector -> level it implies
+    media: str | None = None  # the level a request carrying images, audio or files is at least
+    send_user: bool = False  # pass `user` and `safety_identifier` on to cloud targets
 
     def level(self, name: str) -> PrivacyLevel:
         return next(level for level in self.levels if level.name == name)

@@ -67,22 +67,30 @@ _PHONE = _compile(
     r"\+\d{1,3}[\s.-]?(?:\(\d{1,4}\)[\s.-]?)?\d{1,5}(?:[\s.-]\d{2,6}){1,4}"  # +CC with groups
     r"|(?:\(\d{1,4}\)[\s.-]?)?\d{2,4}(?:[\s.-]\d{2,4}){1,4}"  # national, grouped
     r"|\+\d{9,15}"  # E.164 without separators
-    r")(?:[^\w.]|$)"
+    r")(?:[^\w.]|\.(?:\D|$)|$)"  # a full stop ending the sentence ends the number too
 )
 # Digit groups that are not phone numbers (dates, times, IPv4), removed before looking for one.
 _NOT_PHONES = _compile(
     r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2})?)?|\d{1,2}:\d{2}(?::\d{2})?)"
     r"|(?:^|[^\d.])((?:\d{1,3}\.){3}\d{1,3})(?:[^\d.]|$)"
 )
+# Groups separated by spaces and hyphens; and, looked for apart (so a dot never lengthens a
+# candidate the first pattern finds), by dashes, dots or slashes (NFKC has made a no-break space
+# a space already). Luhn decides.
 _CARD = _compile(r"(?:^|[^\d])((?:\d[ -]?){12,18}\d)(?:[^\d]|$)")
+_CARD_OTHER = _compile(r"(?:^|[^\d])((?:\d[ \x{2010}-\x{2015}./]?){12,18}\d)(?:[^\d]|$)")
 # Never issued: area 000, 666 or 900-999, group 00, serial 0000. [^\D0] is a digit but 0.
 _SSN = _compile(
     r"(?:^|[^\d])"
     r"(?:0(?:[^\D0]\d|0[^\D0])|6(?:[^\D6]\d|6[^\D6])|[^\D069]\d\d)"
-    r"-(?:[^\D0]\d|0[^\D0])"
-    r"-(?:[^\D0]\d{3}|0[^\D0]\d\d|00[^\D0]\d|000[^\D0])"
+    r"[- ](?:[^\D0]\d|0[^\D0])"
+    r"[- ](?:[^\D0]\d{3}|0[^\D0]\d\d|00[^\D0]\d|000[^\D0])"
     r"(?:[^\d]|$)"
 )
+# Nine digits in a row are an SSN only where the text says so just before (an order or account
+# number has the same shape): the context words, looked for in the 40 bytes before.
+_SSN_BARE = _compile(r"(?:^|[^\d])(\d{9})(?:[^\d]|$)")
+_SSN_CONTEXT = (b"ssn", b"social security", b"social-security", b"ss#", b"ss no")
 _IBAN = _compile(r"(?:^|[^\w])([A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30})")
 # Only the shapes ipaddress accepts (octets 0-255 without leading zeros; eight groups, or fewer
 # around one "::", with at most 7 colons as the lookaround pattern allowed), so a run of
@@ -185,15 +193,36 @@ def _phone(text: str) -> bool:
 
 
 def _card(text: str) -> bool:
-    for match in _candidates(_CARD, _bytes(text)):
+    data = _bytes(text)
+    others = (c for c in _candidates(_CARD_OTHER, data) if _one_separator(c))
+    for match in chain(_candidates(_CARD, data), others):
         digits = _digits(match)
         if 13 <= len(digits) <= 19 and luhn_valid(digits):
             return True
     return False
 
 
+def _one_separator(candidate: bytes) -> bool:
+    """Printed cards use one kind of separator (spaces aside): "4111.1111.1111.1111", not an
+    IP address run into another number ("0958192.168.1.10")."""
+    return len({c for c in candidate.decode() if not c.isdecimal() and c != " "}) <= 1
+
+
 def _ssn(text: str) -> bool:
-    return _SSN.search(_bytes(text)) is not None
+    data = _bytes(text)
+    if _SSN.search(data) is not None:
+        return True
+    for start, end in _spans(_SSN_BARE, data):
+        before = data[max(0, start - 40) : start].lower()
+        if _issued(_digits(data[start:end])) and any(word in before for word in _SSN_CONTEXT):
+            return True
+    return False
+
+
+def _issued(digits: str) -> bool:
+    """Could be an SSN: area not 000, 666 or 900-999; group not 00; serial not 0000."""
+    area, group, serial = digits[:3], digits[3:5], digits[5:]
+    return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
 
 
 def _iban(text: str) -> bool:
@@ -203,13 +232,31 @@ def _iban(text: str) -> bool:
 
 def _ip(text: str) -> bool:
     data = _bytes(text)
-    for match in chain(_candidates(_IPV4, data), _candidates(_IPV6, data)):
+    v4 = ((s, e) for s, e in _spans(_IPV4, data) if not _versioned(data[max(0, s - 24) : s]))
+    for start, end in chain(v4, _spans(_IPV6, data)):
         try:
-            ipaddress.ip_address(match.decode())
+            ipaddress.ip_address(data[start:end].decode())
         except ValueError:
             continue
         return True
     return False
+
+
+def _versioned(before: bytes) -> bool:
+    """A dotted quad just after a word that announces a version ("version 2.10.0.4", "v2.10.0.4",
+    "release 1.2.3.4") is a version number, not an address."""
+    words = before.lower().rstrip(b" :=#(").split()
+    last = words[-1] if words else b""
+    if last.endswith(b"v"):  # "v1.2.3.4", "==v1.2.3.4", "versionv"... but not "dev1.2.3.4"
+        stem = last[:-1]
+        return not stem[-1:].isalnum() or stem in _VERSION_WORDS
+    return last in _VERSION_WORDS
+
+
+_VERSION_WORDS = frozenset(
+    {b"version", b"versions", b"ver", b"ver.", b"release", b"build", b"firmware", b"patch"}
+    | {b"update", b"upgrade", b"downgrade", b"tag"}
+)
 
 
 DETECTORS: dict[str, Callable[[str], bool]] = {

@@ -13,12 +13,13 @@ detector had found something in it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from policies.model import Privacy, Tenant, UnknownName
-from policies.pii import Scan, scan
+from policies.payload import Payload, payload_of
+from policies.pii import DETECTORS, Scan, scan
 
 HEADER = "x-overspill-privacy"
 _HEADER_SOURCE = "header X-Overspill-Privacy"
@@ -80,14 +81,24 @@ def header_levels(header: str | Sequence[str] | None) -> list[str]:
 
 
 def _detected(privacy: Privacy, body: dict[str, Any]) -> list[tuple[str, str]]:
-    found = scan(request_texts(body), privacy.detectors)
-    return [(privacy.detectors[name], _detector_reason(name, found)) for name in found.fired]
+    payload = payload_of(body)
+    found = scan(payload.texts, privacy.detectors)
+    claims = [
+        (privacy.detectors[name], _detector_reason(name, found, payload)) for name in found.fired
+    ]
+    if payload.media and privacy.media is not None:
+        claims.append((privacy.media, f"media at {payload.media[0]}"))
+    return claims
 
 
-def _detector_reason(name: str, found: Scan) -> str:
-    if name in found.detected:
-        return f"detected {name}"
-    return f"{name}: text beyond the scan limit ({found.limit} characters)"
+def _detector_reason(name: str, found: Scan, payload: Payload) -> str:
+    """Which detector, and where: the path of the first text it fires on (never the text)."""
+    if name not in found.detected:
+        return f"{name}: text beyond the scan limit ({found.limit} characters)"
+    detector = DETECTORS[name]
+    texts = zip(payload.paths, payload.texts, strict=True)
+    where = next((path for path, text in texts if detector(text)), "")
+    return f"detected {name} in {where}" if where else f"detected {name}"
 
 
 def _meta(body: dict[str, Any]) -> str | None:
@@ -97,20 +108,5 @@ def _meta(body: dict[str, Any]) -> str | None:
 
 
 def request_texts(body: dict[str, Any]) -> list[str]:
-    """Every string of the body, field names included, but the model's name: what any target
-    could receive, whatever field it sits in (messages and their parts, tool calls and results,
-    tools, response formats, predictions, suffixes, `user`, prompts, embedding inputs, fields
-    a future API adds). Reading more can only make a request stricter."""
-    return list(_strings({key: value for key, value in body.items() if key != "model"}))
-
-
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield key
-            yield from _strings(item)
+    """Every string of the body as the detectors read it (policies/payload.py)."""
+    return list(payload_of(body).texts)

@@ -121,6 +121,8 @@ PRIVACY = {
     "default": Spec(str, "a privacy level name", "public"),
     "levels": Spec(list, "an array of {name, cloud} tables", None),
     "detectors": Spec(dict, "a table of detector = level", {}),
+    "media": Spec(str, "a privacy level name", None),
+    "send_user": Spec(bool, "true or false", False),
 }
 LEVEL = {
     "name": Spec(str, "a string", check=_name),

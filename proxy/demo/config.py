@@ -176,6 +176,8 @@ levels = [
   {{ name = "public", cloud = "any" }},
   {{ name = "restricted", cloud = "none", cache = "tenant" }},
 ]
+# images, audio and files stay local too (their data is never read as text)
+media = "restricted"
 
 [privacy.detectors]
 {_DETECTORS}

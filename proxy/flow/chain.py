@@ -37,6 +37,7 @@ class Trip:
     prompt: Prompt
     tenant: Tenant | None
     deadline: float  # a reading of the runtime's clock
+    level_why: str = ""  # what set the level: detectors and fields, never the values
 
 
 @dataclass
@@ -131,4 +132,9 @@ def _none_answered(
         # (502 engine failure, 503 overloaded, 429 with Retry-After), the message tells all.
         last_error.message = f"every target failed for model {model!r}: {why}"
         return last_error
-    return NoBackend(f"no target could serve model {model!r} (privacy={trip.level}): {why}")
+    privacy = f"privacy={trip.level}" + (f" ({trip.level_why})" if trip.level_why else "")
+    refusal = NoBackend(f"no target could serve model {model!r} ({privacy}): {why}")
+    if plan.kept_local:
+        # Final: the SDKs would otherwise retry a 503, and the level will not change.
+        refusal.headers = {**refusal.headers, "x-should-retry": "false"}
+    return refusal

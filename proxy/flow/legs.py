@@ -127,7 +127,10 @@ class CloudLeg:
 
         cloud = self.policy.cloud(target.name)
         unlisted = self.policy.server.unlisted_params
-        return await self.runtime.cloud.open(cloud, request, request_id, charge, unlisted)
+        send_user = self.policy.privacy.send_user
+        return await self.runtime.cloud.open(
+            cloud, request, request_id, charge, unlisted, send_user
+        )
 
 
 def legs(policy: Policy, runtime: Runtime) -> dict[str, Leg]:

@@ -209,7 +209,8 @@ class Pipeline:
             current = self.plan(job, asked)
         deadline = self.runtime.clock.now() + self._deadline(request)
         level, tenant = asked.privacy.level, asked.caller.tenant
-        trip = Trip(job, level, request_id, asked.prompt, tenant, deadline)
+        why = asked.privacy.why
+        trip = Trip(job, level, request_id, asked.prompt, tenant, deadline, why)
         head, chunks = await self.chain.produce(trip, current, turn)
         head = dataclasses.replace(head, queued_s=waited)
         if degraded:  # not the answer to the request as asked: marked, and never cached

@@ -63,11 +63,12 @@ class Cloud:
         request_id: str,
         charge: Callable[[float], None] = lambda usd: None,
         unlisted: Unlisted = "drop",
+        send_user: bool = False,
     ) -> CloudAnswer:
         """`charge` is called once with the answer's cost (a stream's when it ends, however it
         ends). Only the body's allow-listed parameters reach litellm: where the call goes, with
         which key, at what price, comes from the policy alone."""
-        sent = outbound(request.endpoint, request.body, unlisted)
+        sent = outbound(request.endpoint, request.body, unlisted, send_user)
 
         def bill(usd: float) -> None:
             self.spent += usd

@@ -26,6 +26,8 @@ from proxy.errors import BadRequest
 Unlisted = Literal["drop", "refuse"]
 
 SET_BY_PROXY = frozenset({"model", "stream"})
+# They name the person behind a request (an e-mail address, often): not needed for an answer.
+IDENTIFY_USER = frozenset({"user", "safety_identifier"})
 
 
 @dataclass(frozen=True)
@@ -36,19 +38,30 @@ class Outbound:
     dropped: tuple[str, ...]
 
 
-def outbound(endpoint: Endpoint, body: Mapping[str, Any], unlisted: Unlisted = "drop") -> Outbound:
+def outbound(
+    endpoint: Endpoint,
+    body: Mapping[str, Any],
+    unlisted: Unlisted = "drop",
+    send_user: bool = False,
+) -> Outbound:
+    """The body's parameters a cloud call takes. The fields that name the person behind a
+    request (IDENTIFY_USER) are OpenAI parameters, yet withheld unless the policy's [privacy]
+    send_user says so; they are named as dropped, never refused."""
     allowed = ENDPOINTS[endpoint].cloud_params
+    if not send_user:
+        allowed = allowed - IDENTIFY_USER
     params = {key: value for key, value in body.items() if key in allowed}
-    dropped = tuple(sorted(key for key in body if key not in allowed and key not in SET_BY_PROXY))
-    if dropped and unlisted == "refuse":
-        first = _printable(dropped[0])
+    dropped = [key for key in body if key not in allowed and key not in SET_BY_PROXY]
+    unknown = sorted(key for key in dropped if key not in IDENTIFY_USER)
+    if unknown and unlisted == "refuse":
+        first = _printable(unknown[0])
         raise BadRequest(
             f"parameter '{first}' is not accepted on a request that goes to the cloud "
             f"(not an OpenAI {endpoint} parameter, or one only the operator sets)",
             param=first,
             code="unsupported_parameter",
         )
-    return Outbound(params, dropped)
+    return Outbound(params, tuple(sorted(dropped)))
 
 
 def dropped_header(dropped: tuple[str, ...]) -> bytes:

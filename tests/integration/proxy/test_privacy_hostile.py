@@ -15,23 +15,20 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.proxy.test_hostile_clients import config
+from tests.policy_texts import EVERY_DETECTOR_RESTRICTED
 from tests.processes import FAST_ENGINE, Process, cloud_toml, proxy, sim
 
 CLOUD = ("--personality", "cloud", "--decode-base-ms", "1", "--output-tokens", "4")
-GUARDED = """
-[privacy]
-levels = [{ name = "public" }, { name = "restricted", cloud = "none" }]
-[privacy.detectors]
-email = "restricted"
-phone = "restricted"
-payment_card = "restricted"
-us_ssn = "restricted"
-iban = "restricted"
-ip_address = "restricted"
+GUARDED = (
+    """
 [[routes]]
 model = "m"
 cloud = ["mini"]
+[privacy]
+levels = [{ name = "public" }, { name = "restricted", cloud = "none" }]
 """
+    + EVERY_DETECTOR_RESTRICTED
+)
 
 
 @pytest.fixture(scope="module")

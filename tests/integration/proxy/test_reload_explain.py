@@ -203,6 +203,7 @@ def test_explain_command_line(tmp_path: Path) -> None:
         check=True,
     ).stdout
     result = json.loads(out)
-    assert result["privacy"] == {"level": "restricted", "because": ["detected email: restricted"]}
+    because = ["detected email in messages[0].content: restricted"]  # where, never the value
+    assert result["privacy"] == {"level": "restricted", "because": because}
     assert result["targets"] == ["local/a"]
     assert "privacy=restricted: cloud c not allowed" in result["reasons"]

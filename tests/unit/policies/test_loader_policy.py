@@ -329,7 +329,7 @@ INVALID = [
         BACKEND + '\n[privacy]\nlevel = "public"\n',
         "privacy.level",
         7,
-        "unknown key (expected one of default, levels, detectors)",
+        "unknown key (expected one of default, levels, detectors, media, send_user)",
     ),
     invalid(
         "jitter as a string",

@@ -75,8 +75,14 @@ FRAGMENTS = [
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=24).map("".join))
 def test_every_detector_finds_what_the_lookaround_patterns_found(text: str) -> None:
+    """Issue 16 widened the detectors (a number ending a sentence, cards with dots or dashes,
+    SSNs with spaces or none) and taught the IP detector that "version 2.10.0.4" is not an
+    address: each still finds all the old patterns found, and the IP detector nothing more."""
     for name, finds in DETECTORS.items():
-        assert finds(text) is LEGACY[name](text), name
+        if name == "ip_address":
+            assert not finds(text) or LEGACY[name](text), name
+        else:
+            assert finds(text) or not LEGACY[name](text), name
 
 
 @pytest.mark.parametrize(

@@ -80,7 +80,9 @@ def test_a_tenant_without_a_level_changes_nothing() -> None:
 
 def test_a_detector_raises_the_level_to_the_one_it_maps_to() -> None:
     result = classify(POLICY, header=None, body=chat(CARD), tenant=None)
-    assert result == Classification("secret", ("detected payment_card: secret",))
+    assert result == Classification(
+        "secret", ("detected payment_card in messages[0].content: secret",)
+    )
 
 
 def test_the_strictest_of_all_sources_wins() -> None:
@@ -92,7 +94,7 @@ def test_the_strictest_of_all_sources_wins() -> None:
 def test_a_public_header_does_not_lower_a_detected_card() -> None:
     result = classify(POLICY, header="public", body=chat(CARD), tenant=None)
     assert result.level == "secret"
-    assert result.reasons == ("detected payment_card: secret",)
+    assert result.reasons == ("detected payment_card in messages[0].content: secret",)
 
 
 def test_public_metadata_does_not_lower_the_tenant_level() -> None:
@@ -119,19 +121,22 @@ def test_reasons_list_every_source_that_set_the_final_level_in_order() -> None:
         f"{HEADER}: internal",
         "metadata.privacy: internal",
         "tenant acme: internal",
-        "detected email: internal",
+        "detected email in messages[0].content: internal",
     )
 
 
 def test_reasons_leave_out_sources_that_claimed_a_lower_level() -> None:
     body = chat(f"{CARD}, SSN 123-45-6789", metadata={"privacy": "secret"})
     result = classify(POLICY, header="internal", body=body, tenant=None)
-    assert result.reasons == ("metadata.privacy: secret", "detected payment_card: secret")
+    assert result.reasons == (
+        "metadata.privacy: secret",
+        "detected payment_card in messages[0].content: secret",
+    )
 
 
 def test_why_joins_the_reasons() -> None:
     result = classify(POLICY, header="secret", body=chat(CARD), tenant=None)
-    assert result.why == f"{HEADER}: secret; detected payment_card: secret"
+    assert result.why == f"{HEADER}: secret; detected payment_card in messages[0].content: secret"
 
 
 def test_an_unknown_header_level_is_refused_naming_the_header() -> None:
@@ -396,7 +401,7 @@ def test_past_the_limit_each_detector_gives_its_own_reason() -> None:
     body = prompts("mail jane@example.com", "x" * SCAN_LIMIT_CHARS)
     result = classify(policy, header=None, body=body, tenant=None)
     assert result == Classification(
-        "internal", ("detected email: internal", f"us_ssn: {BEYOND}: internal")
+        "internal", ("detected email in prompt[0]: internal", f"us_ssn: {BEYOND}: internal")
     )
 
 
@@ -404,7 +409,7 @@ def test_a_request_up_to_the_scan_limit_gets_only_what_is_detected() -> None:
     # the field's name counts too: "prompt", 6 characters
     body = prompts("mail jane@example.com", "x" * (SCAN_LIMIT_CHARS - 21 - 6))
     result = classify(POLICY, header=None, body=body, tenant=None)
-    assert result == Classification("internal", ("detected email: internal",))
+    assert result == Classification("internal", ("detected email in prompt[0]: internal",))
 
 
 def test_past_the_limit_with_no_detectors_enabled_changes_nothing() -> None:

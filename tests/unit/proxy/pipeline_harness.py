@@ -115,6 +115,7 @@ class ScriptedCloud(Cloud):
         request_id: str,
         charge: Callable[[float], None] = lambda usd: None,
         unlisted: Unlisted = "drop",
+        send_user: bool = False,
     ) -> CloudAnswer:
         self.received.append(request.body)
         charge(PRICE_USD)

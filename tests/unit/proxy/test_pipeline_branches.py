@@ -258,3 +258,26 @@ async def test_a_long_body_is_scanned_off_the_event_loop_and_still_kept_local() 
     assert h.pipeline.runtime.scans.started == 1
     assert sent.record.privacy == "restricted"
     assert h.cloud.received == []  # the engines are down, and the cloud may not have it
+
+
+async def test_a_privacy_refusal_is_final_and_says_so_to_the_sdks() -> None:
+    """The OpenAI SDKs retry a 503 unless x-should-retry says false: the level will not change."""
+    h = harness({"a": [chat_answer("x")], "b": [chat_answer("x")]})
+    for monitor in h.pipeline.runtime.backends.monitors.values():
+        monitor.healthy, monitor.error = False, "probe failed"
+    kept = await h.send(ask(), {"x-overspill-privacy": "restricted"})
+    assert kept.status == 503
+    assert kept.headers["x-should-retry"] == "false"
+    assert "cloud mini not allowed" in kept.json["error"]["message"]
+    assert h.cloud.received == []
+
+
+async def test_a_refusal_with_no_privacy_in_it_leaves_retrying_to_the_client() -> None:
+    h = harness(
+        {"a": [chat_answer("x")], "b": [chat_answer("x")]}, POLICY.replace('cloud = ["mini"]\n', "")
+    )
+    for monitor in h.pipeline.runtime.backends.monitors.values():
+        monitor.healthy, monitor.error = False, "probe failed"
+    down = await h.send(ask())
+    assert down.status == 503
+    assert "x-should-retry" not in down.headers

@@ -1,0 +1,159 @@
+"""What leaves for the cloud, through real processes: the proxy, a local engine that is down, and
+a cloud simulator that records every request it receives. Personal data written the way people
+and programs really write it (invisible characters, other scripts' digits, a full stop after a
+number) never reaches the cloud, and the official SDK is told not to retry the refusal; the
+clean near-misses overflow as any request does; who the user is stays behind; an image is not
+read as text, and the policy's media level decides whether it may leave."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.policy_texts import EVERY_DETECTOR_RESTRICTED
+from tests.processes import Process, backend_toml, cloud_toml, engine_flags, proxy, sim
+
+CLOUD = engine_flags(personality="cloud", decode_base_ms=1, output_tokens=4)
+POLICY = (
+    """
+[server]
+probe_interval_s = 0.2
+
+[[routes]]
+model = "m"
+cloud = ["mini"]
+
+[privacy]
+levels = [{ name = "public" }, { name = "restricted", cloud = "none" }]
+{media}
+"""
+    + EVERY_DETECTOR_RESTRICTED
+)
+
+
+@dataclass
+class Leaving:
+    proxy: Process
+    cloud: Process
+
+    def received(self) -> list[dict[str, Any]]:
+        got: list[dict[str, Any]] = httpx.get(self.cloud.url + "/_sim/requests").json()["requests"]
+        return got
+
+
+@contextlib.contextmanager
+def leaving(media: str = "") -> Iterator[Leaving]:
+    """Model "m": a local backend that cannot be reached (a closed port), then the cloud."""
+    with sim(*CLOUD) as cloud:
+        down = backend_toml("gone", "vllm", "http://127.0.0.1:9", {"m": "m"})
+        text = down + cloud_toml("mini", cloud.url) + POLICY.replace("{media}", media)
+        with proxy(text) as p:
+            yield Leaving(p, cloud)
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Leaving]:
+    with leaving() as built:
+        yield built
+
+
+def sdk(url: str, sent: list[httpx.Request]) -> openai.OpenAI:
+    """The official client, as an application configures it (retries on), counting what it
+    sends."""
+    client = httpx.Client(event_hooks={"request": [sent.append]})
+    return openai.OpenAI(base_url=url + "/v1", api_key="sk-local", http_client=client)
+
+
+DISGUISED = [
+    "write to jane\u200b.doe@example.com about it",  # a zero-width space inside
+    "my number is +44 20 7946 0958.",  # a full stop right after it
+    "card \uff14\uff11\uff11\uff11 \uff11\uff11\uff11\uff11 1111 1111",  # fullwidth digits
+    "card 4111\u20131111\u20131111\u20131111",  # en dashes
+    "card 4111.1111.1111.1111",  # dots
+    "my SSN is 123 45 6789",  # spaces
+    "my SSN is 123456789",  # no separators, said to be one
+    "ssn \u0661\u0662\u0663-\u0664\u0665-\u0666\u0667\u0668\u0669",  # Arabic-Indic digits
+]
+
+
+@pytest.mark.parametrize("text", DISGUISED)
+def test_disguised_personal_data_never_reaches_the_cloud_and_the_sdk_does_not_retry(
+    stack: Leaving, text: str
+) -> None:
+    before = len(stack.received())
+    sent: list[httpx.Request] = []
+    with pytest.raises(openai.InternalServerError) as refused:
+        sdk(stack.proxy.url, sent).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": text}]
+        )
+    assert refused.value.status_code == 503
+    assert refused.value.response.headers["x-overspill-privacy"] == "restricted"
+    assert len(sent) == 1  # x-should-retry: false, where the SDK would retry a 503 twice
+    assert len(stack.received()) == before
+
+
+NEAR_MISSES = [
+    "Upgrade to version 2.10.0.4 before Friday",
+    "order 123456789 shipped yesterday",
+    "ISBN 978-3-16-148410-0, second edition",
+    "uuid 123e4567-e89b-12d3-a456-426614174000",
+    "meet on 2024-05-01 at 12:30",
+]
+
+
+@pytest.mark.parametrize("text", NEAR_MISSES)
+def test_clean_near_misses_overflow_as_any_request_does(stack: Leaving, text: str) -> None:
+    before = len(stack.received())
+    answer = sdk(stack.proxy.url, []).chat.completions.with_raw_response.create(
+        model="m", messages=[{"role": "user", "content": text}]
+    )
+    assert answer.headers["x-overspill-route"] == "cloud/mini"
+    assert len(stack.received()) == before + 1
+    assert stack.received()[-1]["body"]["messages"][0]["content"] == text
+
+
+def test_who_the_user_is_stays_behind(stack: Leaving) -> None:
+    answer = sdk(stack.proxy.url, []).chat.completions.with_raw_response.create(
+        model="m", messages=[{"role": "user", "content": "hello"}], user="u-4242"
+    )
+    assert answer.headers["x-overspill-route"] == "cloud/mini"
+    body = stack.received()[-1]["body"]
+    assert "user" not in body
+    assert "u-4242" not in str(body)
+
+
+def image(seed: int) -> dict[str, Any]:
+    data = base64.b64encode(random.Random(seed).randbytes(100_000)).decode()
+    return {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}
+
+
+def ask_with_image(url: str, seed: int) -> httpx.Response:
+    content = [{"type": "text", "text": "what is in this picture?"}, image(seed)]
+    body = {"model": "m", "messages": [{"role": "user", "content": content}]}
+    return httpx.post(url + "/v1/chat/completions", json=body, timeout=60)
+
+
+def test_an_image_is_not_read_as_text(stack: Leaving) -> None:
+    """Random base64 reads as IBANs and cards; with no media rule, an image may leave."""
+    for seed in range(3):
+        answered = ask_with_image(stack.proxy.url, seed)
+        assert answered.status_code == 200
+        assert answered.headers["x-overspill-route"] == "cloud/mini"
+        assert answered.headers["x-overspill-privacy"] == "public"
+
+
+def test_the_media_level_keeps_images_local() -> None:
+    with leaving(media='media = "restricted"') as kept:
+        refused = ask_with_image(kept.proxy.url, 7)
+        assert refused.status_code == 503
+        assert refused.headers["x-overspill-privacy"] == "restricted"
+        assert "media at messages[0].content[1].image_url.url" in refused.text
+        assert kept.received() == []

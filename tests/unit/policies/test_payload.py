@@ -1,0 +1,153 @@
+"""policies/payload.py: every string a request carries, normalised as a model reads it, with
+where it sits; media data counted, never read as text. And classify() on top of it: reasons
+name the detector and the field, never the value."""
+
+from __future__ import annotations
+
+import base64
+import random
+from typing import Any
+
+import pytest
+
+from policies.model import Privacy, PrivacyLevel
+from policies.payload import normalized, payload_of
+from policies.privacy import classify
+
+LEVELS = (PrivacyLevel("public"), PrivacyLevel("restricted", "none"))
+EVERY_DETECTOR = dict.fromkeys(("email", "phone", "payment_card", "us_ssn", "iban"), "restricted")
+POLICY = Privacy(LEVELS, "public", {**EVERY_DETECTOR, "ip_address": "restricted"})
+
+
+def level(body: dict[str, Any], privacy: Privacy = POLICY) -> tuple[str, tuple[str, ...]]:
+    result = classify(privacy, header=None, body={"model": "m", **body}, tenant=None)
+    return result.level, result.reasons
+
+
+def chat(*contents: Any) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": c} for c in contents]}
+
+
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [
+        ("\uff14\uff11\uff11\uff11", "4111"),  # fullwidth digits
+        ("\u0664\u0661\u0661", "411"),  # Arabic-Indic digits
+        ("\u096a\u0967", "41"),  # Devanagari digits
+        ("jane\u200b@example.com", "jane@example.com"),  # zero-width space
+        ("ja\u00adne@exa\u2060mple.com", "jane@example.com"),  # soft hyphen, word joiner
+        ("\u202ejane@example.com\u202c", "jane@example.com"),  # bidirectional overrides
+        ("\uff4a\uff41\uff4e\uff45\uff20example.com", "jane@example.com"),  # fullwidth letters, @
+        ("\ufb01le", "file"),  # a ligature
+        ("plain ascii stays", "plain ascii stays"),
+    ],
+)
+def test_text_is_read_as_a_model_reads_it(written: str, read: str) -> None:
+    assert normalized(written) == read
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "mail me at jane\u200b.doe@example.com",
+        "card \uff14\uff11\uff11\uff11 1111 1111 1111",
+        "ssn \u0661\u0662\u0663-\u0664\u0665-\u0666\u0667\u0668\u0669",
+        "call +44\u00a020\u00a07946\u00a00958 today",
+    ],
+    ids=["zero-width email", "fullwidth card", "arabic-indic ssn", "no-break spaces"],
+)
+def test_disguised_personal_data_is_detected(written: str) -> None:
+    assert level(chat(written))[0] == "restricted"
+
+
+def test_every_string_is_read_with_its_path() -> None:
+    body = {
+        "user": "u-1",
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": [{"type": "text", "text": "hello"}]},
+        ],
+        "tools": [{"type": "function", "function": {"name": "f", "description": "looks up"}}],
+    }
+    payload = payload_of({"model": "secret-model-name", **body})
+    located = dict(zip(payload.paths, payload.texts, strict=True))
+    assert located["user"] == "u-1"
+    assert located["messages[0].content"] == "be brief"
+    assert located["messages[1].content[0].text"] == "hello"
+    assert located["tools[0].function.description"] == "looks up"
+    assert "secret-model-name" not in payload.texts
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ({"user": "jane@example.com"}, "user"),
+        (chat("hi", "hi", "write to jane@example.com"), "messages[2].content"),
+        ({"metadata": {"owner": "jane@example.com"}}, "metadata.owner"),
+        (
+            {"prediction": {"type": "content", "content": "SSN 123-45-6789"}},
+            "prediction.content",
+        ),
+        ({"suffix": "call +1 415 555 0100"}, "suffix"),
+        ({"input": ["ok", "card 4111 1111 1111 1111"]}, "input[1]"),
+        (
+            {"response_format": {"json_schema": {"description": "for jane@example.com"}}},
+            "response_format.json_schema.description",
+        ),
+    ],
+)
+def test_a_reason_names_the_detector_and_the_field_never_the_value(
+    body: dict[str, Any], where: str
+) -> None:
+    found, reasons = level(body)
+    assert found == "restricted"
+    assert any(reason.endswith(f" in {where}: restricted") for reason in reasons), reasons
+    assert not any("jane@" in r or "6789" in r or "4111" in r or "555" in r for r in reasons)
+
+
+def random_image(size: int, seed: int) -> str:
+    data = random.Random(seed).randbytes(size)
+    return "data:image/png;base64," + base64.b64encode(data).decode()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_image_data_is_never_read_as_text(seed: int) -> None:
+    """Random base64 is letters and digits: read as text, it looks like IBANs and cards."""
+    part = {"type": "image_url", "image_url": {"url": random_image(100_000, seed)}}
+    payload = payload_of(chat([{"type": "text", "text": "what is this?"}, part]))
+    assert payload.media == ("messages[0].content[1].image_url.url",)
+    assert all(len(text) < 100 for text in payload.texts)
+    assert level(chat([part])) == ("public", ("policy default: public",))
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"type": "input_audio", "input_audio": {"data": "UklGR" * 1000, "format": "wav"}},
+        {"type": "file", "file": {"file_data": "JVBERi0" * 1000, "filename": "report.pdf"}},
+        {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/4AAQ"}},
+    ],
+    ids=["audio", "file", "data url"],
+)
+def test_media_data_is_counted_not_read(part: dict[str, Any]) -> None:
+    payload = payload_of(chat([part]))
+    assert len(payload.media) == 1
+    assert not any(len(text) > 100 for text in payload.texts)
+
+
+def test_what_leaves_with_a_media_part_is_still_read() -> None:
+    """A URL or a file name is text that leaves with the request."""
+    url = {"type": "image_url", "image_url": {"url": "https://x.test/jane@example.com.png"}}
+    named = {"type": "file", "file": {"file_data": "JVBER", "filename": "jane@example.com.pdf"}}
+    assert level(chat([url]))[0] == "restricted"
+    assert level(chat([named]))[0] == "restricted"
+
+
+def test_the_policy_sets_a_level_for_requests_that_carry_media() -> None:
+    privacy = Privacy(LEVELS, "public", EVERY_DETECTOR, media="restricted")
+    part = {"type": "image_url", "image_url": {"url": random_image(1000, 1)}}
+    assert level(chat([part]), privacy) == (
+        "restricted",
+        ("media at messages[0].content[0].image_url.url: restricted",),
+    )
+    assert level(chat("no media here"), privacy)[0] == "public"
