@@ -1,284 +1,110 @@
-"""How long the detectors of personal data take, on RE2 (policies/pii.py) and, side by side, on
-the lookaround patterns on Python's re that they replaced (LEGACY below, copied as they were).
+"""How well the personal-data detectors find what a request carries, on a labelled corpus
+written for it (bench/data/privacy_corpus.jsonl), and what detection costs a request.
 
-    .venv/bin/python -m bench.privacy [--sizes-mb 1,4] [--legacy-sizes-kb 16,64] [--budget 10]
+    .venv/bin/python -m bench.privacy [--half held|tune|all] [--show-misses]
 
-For each detector: ordinary prose, and each adversarial family that targets its pattern (a long
-run of characters the pattern accepts, with nothing that completes a match, so no detector can
-stop at its first find). Columns: ms per MB on RE2 at 1 MB and at 4 MB, and how much longer the
-larger text took (~4 when linear); the same for the old patterns at 16 KB and 64 KB (~16 when
-quadratic), the larger size skipped ("-") when 16 times the smaller one's time would pass
---budget seconds. "found" is what the RE2 detector said at 4 MB; at the old patterns' sizes,
-both must agree or the input is marked. Saves bench/results/privacy.png: ms per MB against text
-size, log-log, the slowest input of each detector (flat: linear)."""
+Per class: requests of the half that carry it, found (TP), missed (FN), flagged without
+carrying it (FP), precision and recall; the clean requests (near-misses and ordinary prompts)
+flagged by any detector; and the detection time per request of the corpus (payload walk,
+normalisation, every detector; p50/p99 over the half). Figures are the held-back half's unless
+--half says otherwise: the detectors may be tuned on the "tune" half only. Saves
+bench/results/privacy.png (precision and recall per class). Detectors read the payload as the
+proxy does (policies/payload.py): every string, normalised, media data skipped.
+"""
 
 from __future__ import annotations
 
 import argparse
-import ipaddress
-import re
+import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from typing import Any
 
+from bench.privacy_corpus import CLASSES, Case, Score, clean_flagged, counts, load, scores
 from bench.report import plot_path, table
-from policies.pii import DETECTORS, iban_valid, luhn_valid
+from policies.payload import payload_of
+from policies.pii import DETECTORS, scan
 
-MB = 1024 * 1024
-Detector = Callable[[str], bool]
-
-# --- the baseline: policies/pii.py before RE2, verbatim -----------------------------------------
-
-_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
-_PHONE = re.compile(
-    r"(?<![\w.+])(?:"
-    r"\+\d{1,3}[\s.-]?(?:\(\d{1,4}\)[\s.-]?)?\d{1,5}(?:[\s.-]\d{2,6}){1,4}"  # +CC with groups
-    r"|(?:\(\d{1,4}\)[\s.-]?)?\d{2,4}(?:[\s.-]\d{2,4}){1,4}"  # national, grouped
-    r"|\+\d{9,15}"  # E.164 without separators
-    r")(?![\w.])"
-)
-_NOT_PHONES = re.compile(
-    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2})?)?|\d{1,2}:\d{2}(?::\d{2})?"
-    r"|(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])"
-)
-_CARD = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
-_SSN = re.compile(r"(?<!\d)(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?!\d)")
-_IBAN_START = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}")
-_IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
-_IPV6 = re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])")
+ENABLED = tuple(DETECTORS)
 
 
-def _email(text: str) -> bool:
-    return _EMAIL.search(text) is not None
+def detected(body: dict[str, Any]) -> list[str]:
+    """The classes the built-in detectors find in a body, as the proxy reads it."""
+    return list(scan(payload_of(body).texts, ENABLED).detected)
 
 
-def _phone(text: str) -> bool:
-    text = _NOT_PHONES.sub(" ", _IBAN_START.sub(" ", _CARD.sub(" ", text)))
-    for match in _PHONE.finditer(text):
-        digits = re.sub(r"\D", "", match.group())
-        if 10 <= len(digits) <= 15:
-            return True
-    return False
+def latencies_ms(cases: Iterable[Case], repeat: int = 5) -> list[float]:
+    """Per request, the best of `repeat` detection runs (the machine's noise left out)."""
+    times = []
+    for case in cases:
+        best = float("inf")
+        for _ in range(repeat):
+            began = time.perf_counter()
+            detected(case.body)
+            best = min(best, time.perf_counter() - began)
+        times.append(best * 1000)
+    return times
 
 
-def _card(text: str) -> bool:
-    for match in _CARD.finditer(text):
-        digits = re.sub(r"\D", "", match.group())
-        if 13 <= len(digits) <= 19 and luhn_valid(digits):
-            return True
-    return False
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
-def _ssn(text: str) -> bool:
-    return _SSN.search(text) is not None
+def render(table_scores: dict[str, Score], carried: dict[str, int]) -> str:
+    rows = []
+    for name in CLASSES:
+        score = table_scores[name]
+        detector = name if name in DETECTORS else "(none yet)"
+        counted = [carried[name], score.tp, score.fn, score.fp]
+        rows.append([name, detector, *counted, _ratio(score.precision), _ratio(score.recall)])
+    headers = ["class", "detector", "requests", "TP", "FN", "FP", "precision", "recall"]
+    return table(headers, rows)
 
 
-def _iban(text: str) -> bool:
-    for match in _IBAN_START.finditer(text.upper()):
-        compact = match.group().replace(" ", "")
-        if any(iban_valid(compact[:n]) for n in range(min(34, len(compact)), 14, -1)):
-            return True
-    return False
-
-
-def _ip(text: str) -> bool:
-    for match in (*_IPV4.finditer(text), *_IPV6.finditer(text)):
-        try:
-            ipaddress.ip_address(match.group())
-        except ValueError:
-            continue
-        return True
-    return False
-
-
-LEGACY: dict[str, Detector] = {
-    "email": _email,
-    "phone": _phone,
-    "payment_card": _card,
-    "us_ssn": _ssn,
-    "iban": _iban,
-    "ip_address": _ip,
-}
-
-# --- inputs ----------------------------------------------------------------------------------
-
-PROSE = (
-    "The quarterly review on 2024-05-01 covered release 10.0.19041 of the build tools, the "
-    "migration of 1,200 accounts to the new plan at $12.50 a month, and the 3 open questions "
-    "from chapter 4. Latency stayed under 250 ms at the 99th percentile between 09:00 and 17:30; "
-    "the team will meet again in room 12B on the 3rd floor. Version 2.3.1 fixed the retry loop "
-    "(issue #4521), and page 12 of 345 of the manual now explains the 16:9 layout. "
-)
-
-# detector -> (family, the unit repeated to fill the text)
-FAMILIES: dict[str, tuple[tuple[str, str], ...]] = {
-    "email": (
-        ("letters", "a"),
-        ("digits", "1"),
-        ("@ alone", "@"),
-        ("a@", "a@"),
-        ("a.", "a."),
-        ("a@a.", "a@a."),
-    ),
-    "phone": (
-        ("digits", "1"),
-        ("digit space", "1 "),
-        ("digit dot", "1."),
-        ("digit dash", "1-"),
-        ("(digit)", "(1)"),
-        ("+digit", "+1"),
-        ("short +groups", "+1 23 45 "),
-        ("bad IPv4", "999.1.1.1 "),
-        ("times", "12:30:45 "),
-    ),
-    "payment_card": (
-        ("digits", "1"),
-        ("digit space", "1 "),
-        ("digit dash", "1-"),
-        ("Luhn-invalid", "4111 1111 1111 1112 "),
-    ),
-    "us_ssn": (("digits", "1"), ("digit dash", "1-"), ("never issued", "000-00-0000 ")),
-    "iban": (("upper+digit", "A1"), ("letters", "A"), ("AB12", "AB12"), ("AB12 space", "AB12 ")),
-    "ip_address": (
-        ("digit dot", "1."),
-        ("hex colon", "a:"),
-        ("colons", ":"),
-        ("bad IPv4", "999.1.1.1 "),
-        ("times", "12:30:45 "),
-        ("1:::1", "1:::1 "),
-    ),
-}
-
-
-def filled(unit: str, size: int) -> str:
-    """Whole units only: a unit cut short could complete a match ("1:::1" -> "1::")."""
-    return unit * (size // len(unit))
-
-
-# --- the run ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Row:
-    detector: str
-    family: str
-    found: bool
-    new_s: tuple[float, float]  # RE2, at the two sizes
-    old_s: tuple[float | None, float | None]  # Python's re; None: skipped
-
-
-def seconds(detector: Detector, text: str, repeat: int) -> tuple[float, bool]:
-    """The best of `repeat` runs, or of as many as fit in half a second when they are quick."""
-    best, found, spent, runs = float("inf"), False, 0.0, 0
-    while runs < repeat or (spent < 0.5 and runs < 20):
-        started = time.perf_counter()
-        found = detector(text)
-        took = time.perf_counter() - started
-        best, spent, runs = min(best, took), spent + took, runs + 1
-    return best, found
-
-
-def measure(
-    name: str,
-    family: str,
-    unit: str,
-    sizes: Sequence[int],
-    legacy_sizes: Sequence[int],
-    budget: float,
-) -> Row:
-    (small, _), (large, found) = (seconds(DETECTORS[name], filled(unit, n), 2) for n in sizes)
-    old_s: list[float | None] = [None, None]
-    for i, size in enumerate(legacy_sizes):
-        if i and (old_s[0] or 0) * (size / legacy_sizes[0]) ** 2 > budget:
-            break
-        old_s[i], old_found = seconds(LEGACY[name], filled(unit, size), 1)
-        if old_found != DETECTORS[name](filled(unit, size)):
-            family += f" (old and new disagree at {size} characters!)"
-    return Row(name, family, found, (small, large), (old_s[0], old_s[1]))
-
-
-def rows(sizes: Sequence[int], legacy_sizes: Sequence[int], budget: float) -> list[Row]:
-    return [
-        measure(name, family, unit, sizes, legacy_sizes, budget)
-        for name in DETECTORS
-        for family, unit in (("prose", PROSE), *FAMILIES[name])
-    ]
-
-
-def render(results: Sequence[Row], sizes: Sequence[int], legacy_sizes: Sequence[int]) -> str:
-    mb = [f"{n / MB:.3g} MB" for n in sizes]
-    kb = [f"{n // 1024} KB" for n in legacy_sizes]
-    headers = [
-        "detector",
-        "input",
-        "found",
-        *(f"RE2 ms/MB {size}" for size in mb),
-        f"RE2 x time {mb[1]}/{mb[0]}",
-        *(f"re ms/MB {size}" for size in kb),
-        f"re x time {kb[1]}/{kb[0]}",
-    ]
-    return table(headers, [_cells(row, sizes, legacy_sizes) for row in results])
-
-
-def _cells(row: Row, sizes: Sequence[int], legacy_sizes: Sequence[int]) -> list[object]:
-    new, old = _per_mb(sizes, row.new_s)[1], _per_mb(legacy_sizes, row.old_s)[1]
-    old_small, old_large = row.old_s
-    growth = "-" if old_small is None or old_large is None else old_large / old_small
-    found = "yes" if row.found else "no"
-    return [
-        row.detector,
-        row.family,
-        found,
-        *new,
-        row.new_s[1] / row.new_s[0],
-        *old,
-        *["-"] * (2 - len(old)),
-        growth,
-    ]
-
-
-def plot(results: Sequence[Row], sizes: Sequence[int], legacy_sizes: Sequence[int]) -> None:
-    """Time per MB against text size, slowest input per detector: flat when linear."""
+def plot(table_scores: dict[str, Score], half: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for i, name in enumerate(DETECTORS):
-        mine = [row for row in results if row.detector == name]
-        new = max(mine, key=lambda row: row.new_s[1])
-        ax.loglog(*_per_mb(sizes, new.new_s), f"C{i}o-", label=f"{name}, RE2: {new.family}")
-        old = max(mine, key=lambda row: row.old_s[0] or 0)
-        ax.loglog(*_per_mb(legacy_sizes, old.old_s), f"C{i}s--", label=f"{name}, re: {old.family}")
-    ax.set_xlabel("text, characters")
-    ax.set_ylabel("ms per MB (slowest input per detector)")
-    ax.set_title("detectors of personal data: RE2 (solid) and the old lookarounds (dashed)")
-    ax.legend(fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.15))
+    names = list(CLASSES)
+    xs = range(len(names))
+    precision = [table_scores[n].precision or 0.0 for n in names]
+    recall = [table_scores[n].recall or 0.0 for n in names]
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    ax.bar([x - 0.2 for x in xs], precision, 0.4, label="precision")
+    ax.bar([x + 0.2 for x in xs], recall, 0.4, label="recall")
+    ax.set_xticks(list(xs), names, rotation=35, ha="right")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(f"Personal-data detectors on the labelled corpus ({half} half)")
+    ax.legend()
     fig.tight_layout()
     path = plot_path("privacy")
-    fig.savefig(path, dpi=120)
-    print(f"\nplot: {path}")
-
-
-def _per_mb(sizes: Sequence[int], times: Sequence[float | None]) -> tuple[list[int], list[float]]:
-    """The sizes that ran, and their ms per MB."""
-    ran = [(n, t) for n, t in zip(sizes, times, strict=True) if t is not None]
-    return [n for n, _ in ran], [1000 * t / (n / MB) for n, t in ran]
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes-mb", default="1,4", help="two text sizes for RE2, MB")
-    parser.add_argument("--legacy-sizes-kb", default="16,64", help="two sizes for Python's re")
-    parser.add_argument("--budget", type=float, default=10.0, help="longest old run, seconds")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--half", choices=["held", "tune", "all"], default="held")
+    parser.add_argument("--show-misses", action="store_true", help="list the case ids")
     args = parser.parse_args(argv)
-    sizes = [int(float(n) * MB) for n in args.sizes_mb.split(",")]
-    legacy_sizes = [int(float(n) * 1024) for n in args.legacy_sizes_kb.split(",")]
-    results = rows(sizes, legacy_sizes, args.budget)
-    print(render(results, sizes, legacy_sizes))
-    plot(results, sizes, legacy_sizes)
+    cases = [c for c in load() if args.half == "all" or c.half == args.half]
+    found = scores(cases, detected)
+    print(f"{len(cases)} requests ({args.half} half of bench/data/privacy_corpus.jsonl)\n")
+    print(render(found, dict(counts(cases))))
+    flagged, clean = clean_flagged(cases, detected)
+    print(f"\nclean requests flagged by a detector: {flagged} of {clean}")
+    times = sorted(latencies_ms(cases))
+    p99 = times[min(len(times) - 1, round(0.99 * (len(times) - 1)))]
+    print(f"detection per request: p50 {statistics.median(times):.3f} ms, p99 {p99:.3f} ms")
+    if args.show_misses:
+        for name in CLASSES:
+            score = found[name]
+            if score.missed or score.false:
+                print(f"{name}: missed {score.missed}; flagged without {score.false}")
+    plot(found, args.half)
     return 0
 
 

@@ -21,12 +21,15 @@ to a cloud its privacy level would forbid, by being long.
 from __future__ import annotations
 
 import ipaddress
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 from typing import Protocol
 
 import re2  # type: ignore[import-untyped]
+
+log = logging.getLogger("overspill")
 
 SCAN_LIMIT_CHARS = 1_000_000
 SEPARATOR = "\x00"  # between the texts of one request, scanned as one
@@ -291,9 +294,19 @@ def scan(texts: Iterable[str], enabled: Iterable[str], limit: int = SCAN_LIMIT_C
     # One search per detector over all the texts: a body of a million one-letter strings must
     # not cost a million calls each. No pattern takes the separator, and every boundary does.
     joined = SEPARATOR.join(scanned)
-    detected = tuple(name for name in names if joined and DETECTORS[name](joined))
+    detected = tuple(name for name in names if joined and fires(name, joined))
     unscanned = tuple(name for name in names if name not in detected) if beyond else ()
     return Scan(detected, unscanned, limit)
+
+
+def fires(name: str, text: str) -> bool:
+    """Fail closed: a detector that fails counts as one that found something (the request is
+    kept from where a detection would forbid it, never sent unchecked)."""
+    try:
+        return DETECTORS[name](text)
+    except Exception:
+        log.exception("detector %s failed: counted as a detection", name)
+        return True
 
 
 def detect(

@@ -19,7 +19,7 @@ from typing import Any
 
 from policies.model import Privacy, Tenant, UnknownName
 from policies.payload import Payload, payload_of
-from policies.pii import DETECTORS, Scan, scan
+from policies.pii import Scan, fires, scan
 
 HEADER = "x-overspill-privacy"
 _HEADER_SOURCE = "header X-Overspill-Privacy"
@@ -95,9 +95,8 @@ def _detector_reason(name: str, found: Scan, payload: Payload) -> str:
     """Which detector, and where: the path of the first text it fires on (never the text)."""
     if name not in found.detected:
         return f"{name}: text beyond the scan limit ({found.limit} characters)"
-    detector = DETECTORS[name]
     texts = zip(payload.paths, payload.texts, strict=True)
-    where = next((path for path, text in texts if detector(text)), "")
+    where = next((path for path, text in texts if fires(name, text)), "")
     return f"detected {name} in {where}" if where else f"detected {name}"
 
 

@@ -352,3 +352,13 @@ def test_scanning_texts_together_finds_exactly_what_each_text_shows(texts: list[
 def test_a_number_split_across_two_fields_is_not_joined() -> None:
     assert detect(["call 415-555", "-0100 now"], ALL) == []
     assert detect(["4111 1111", "1111 1111"], ALL) == []
+
+
+def test_a_detector_that_fails_counts_as_one_that_found_something(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(text: str) -> bool:
+        raise RuntimeError("a bug in a detector")
+
+    monkeypatch.setitem(DETECTORS, "email", broken)
+    assert detect(["nothing personal here"], ["email", "phone"]) == ["email"]

@@ -4,8 +4,9 @@ each pattern accepts, with and without what completes a match at the very end.
 Each case runs through `detect` at exactly the scan limit, so the end is scanned (at 4 MB, a
 whole body, on the detector directly: tests/integration/policies). Nothing here is timed:
 the lookaround patterns took 6.5 s on 60 KB of "a", so finishing at all is the point, and the
-suite's timeout is the backstop. The detectors must also find exactly what those patterns found
-(bench.privacy.LEGACY keeps them), on these inputs at a size they can handle and on random text.
+suite's timeout is the backstop. The detectors must also find what those patterns found
+(bench.privacy_worst_case.LEGACY keeps them), on these inputs at a size they can handle and on
+random text.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.privacy import LEGACY
+from bench.privacy_worst_case import LEGACY
 from policies import pii
 from policies.pii import DETECTORS, SCAN_LIMIT_CHARS, detect
 from tests.pii_cases import CASES, Case
