@@ -29,6 +29,8 @@ from typing import Protocol
 
 import re2  # type: ignore[import-untyped]
 
+from policies import secrets
+
 log = logging.getLogger("overspill")
 
 SCAN_LIMIT_CHARS = 1_000_000
@@ -64,13 +66,17 @@ def _compile(pattern: str) -> _Pattern:
     return compiled
 
 
-_EMAIL = _compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+_EMAIL = _compile(r"([A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,})")
 _PHONE = _compile(
-    r"(?:^|[^\w.+])("
-    r"\+\d{1,3}[\s.-]?(?:\(\d{1,4}\)[\s.-]?)?\d{1,5}(?:[\s.-]\d{2,6}){1,4}"  # +CC with groups
-    r"|(?:\(\d{1,4}\)[\s.-]?)?\d{2,4}(?:[\s.-]\d{2,4}){1,4}"  # national, grouped
+    r"(?:^|[^\w.+-])("  # not a part of an identifier ("INV-2026-000184")
+    r"\+\d{1,3}[\s.-]?(?:\(\d{1,4}\)[\s.-]?)?\d{1,5}(?:[\s.-]\d{2,8}){1,4}"  # +CC with groups
+    r"|(?:\(\d{1,4}\)[\s.-]?)?"  # national: an area code in brackets, or not
+    r"(?:\d{2,5}[\s.-]\d{6,8}"  # 0151 23456789
+    r"|(?:\d[.-]|\d{2,5}[\s.-])\d{2,4}(?:[\s.-]\d{2,4}){0,3})"  # 1-800-555-0199, 020 7946 0958
     r"|\+\d{9,15}"  # E.164 without separators
-    r")(?:[^\w.]|\.(?:\D|$)|$)"  # a full stop ending the sentence ends the number too
+    # After it: not a word character; a full stop or hyphen only before a non-word (a sentence's
+    # end, yes; a serial number's "-A", no).
+    r")(?:[^\w.-]|[.-](?:[^\w]|$)|$)"
 )
 # Digit groups that are not phone numbers (dates, times, IPv4), removed before looking for one.
 _NOT_PHONES = _compile(
@@ -88,7 +94,7 @@ _SSN = _compile(
     r"(?:0(?:[^\D0]\d|0[^\D0])|6(?:[^\D6]\d|6[^\D6])|[^\D069]\d\d)"
     r"[- ](?:[^\D0]\d|0[^\D0])"
     r"[- ](?:[^\D0]\d{3}|0[^\D0]\d\d|00[^\D0]\d|000[^\D0])"
-    r"(?:[^\d]|$)"
+    r"(?:[^\w-]|$)"  # not a reference number's "-B"
 )
 # Nine digits in a row are an SSN only where the text says so just before (an order or account
 # number has the same shape): the context words, looked for in the 40 bytes before.
@@ -166,11 +172,15 @@ def _candidates(pattern: _Pattern, data: bytes) -> Iterator[bytes]:
     return (data[start:end] for start, end in _spans(pattern, data))
 
 
-def _blank(pattern: _Pattern, data: bytes) -> bytes:
-    """`data` with each candidate replaced by a space."""
+def _blank(
+    pattern: _Pattern, data: bytes, only: Callable[[bytes], bool] = lambda candidate: True
+) -> bytes:
+    """`data` with each candidate (that `only` accepts) replaced by a space."""
     pieces: list[bytes] = []
     end = 0
     for start, stop in _spans(pattern, data):
+        if not only(data[start:stop]):
+            continue
         pieces += (data[end:start], b" ")
         end = stop
     pieces.append(data[end:])
@@ -184,25 +194,39 @@ def _digits(candidate: bytes) -> str:
 
 
 def _email(text: str) -> bool:
-    return _EMAIL.search(_bytes(text)) is not None
+    data = _bytes(text)
+    return any(not _in_url_authority(data, start) for start, _ in _spans(_EMAIL, data))
+
+
+def _in_url_authority(data: bytes, start: int) -> bool:
+    """user:password@host in a URL is a credential (the secret detector's), not an address: a
+    "://" earlier in the same word (looked for in the 256 bytes before, so the scan stays
+    linear)."""
+    before = data[max(0, start - 256) : start]
+    word = before.rsplit(None, 1)[-1] if before.strip() else b""
+    return b"://" in word and b":" in word.split(b"://", 1)[1]
 
 
 def _phone(text: str) -> bool:
-    # Card numbers, IBANs, dates, times and IP addresses are digit groups too, but not phones.
-    data = _bytes(text)
-    for not_a_phone in (_CARD, _IBAN, _NOT_PHONES):
-        data = _blank(not_a_phone, data)
+    # Card numbers, IBANs, dates, times and IP addresses are digit groups too, but not phones:
+    # the real ones are removed first (a number only shaped like a card may still be a phone).
+    data = _blank(_CARD, _bytes(text), _is_card)
+    data = _blank(_IBAN, data.upper(), lambda match: match[:2] in _IBAN_SHAPED)
+    data = _blank(_NOT_PHONES, data)
     return any(10 <= len(_digits(match)) <= 15 for match in _candidates(_PHONE, data))
 
 
 def _card(text: str) -> bool:
-    data = _bytes(text)
+    data = _blank(_IBAN, _bytes(text).upper(), lambda match: match[:2] in _IBAN_SHAPED)
     others = (c for c in _candidates(_CARD_OTHER, data) if _one_separator(c))
-    for match in chain(_candidates(_CARD, data), others):
-        digits = _digits(match)
-        if 13 <= len(digits) <= 19 and luhn_valid(digits):
-            return True
-    return False
+    return any(_is_card(match) for match in chain(_candidates(_CARD, data), others))
+
+
+def _is_card(candidate: bytes) -> bool:
+    """13 to 19 digits, a card network's first digit (2-6: Mastercard, Visa, Amex, Diners,
+    JCB, Discover, UnionPay), and the Luhn check."""
+    digits = _digits(candidate)
+    return 13 <= len(digits) <= 19 and 2 <= int(digits[0]) <= 6 and luhn_valid(digits)
 
 
 def _one_separator(candidate: bytes) -> bool:
@@ -230,7 +254,26 @@ def _issued(digits: str) -> bool:
 
 def _iban(text: str) -> bool:
     matches = _candidates(_IBAN, _bytes(text.upper()))
-    return any(_starts_with_iban(match.replace(b" ", b"").decode()) for match in matches)
+    return any(_is_iban(match.replace(b" ", b"")) for match in matches)
+
+
+def _is_iban(compact: bytes) -> bool:
+    """A country that issues IBANs (an ISO 11649 creditor reference, "RF18 ...", passes the same
+    checksum) and the mod-97 check."""
+    return compact[:2] in IBAN_COUNTRIES and _starts_with_iban(compact.decode())
+
+
+# The IBAN registry's countries, and those that use IBANs without being in it.
+IBAN_COUNTRIES = frozenset(
+    code.encode()
+    for code in (
+        "AD AE AL AT AZ BA BE BG BH BI BR BY CH CR CY CZ DE DJ DK DO EE EG ES FI FK FO FR GB GE "
+        "GI GL GR GT HN HR HU IE IL IQ IS IT JO KW KZ LB LC LI LT LU LV LY MC MD ME MK MN MR MT "
+        "MU NI NL NO OM PK PL PS PT QA RO RS RU SA SC SD SE SI SK SM SO ST SV TL TN TR UA VA VG "
+        "XK YE DZ AO BJ BF CM CV CF TD KM CG CI GA GQ GW IR MA MG ML MZ NE SN TG"
+    ).split()
+)
+_IBAN_SHAPED = IBAN_COUNTRIES | {b"RF"}  # and creditor references: neither cards nor phones
 
 
 def _ip(text: str) -> bool:
@@ -248,7 +291,12 @@ def _ip(text: str) -> bool:
 def _versioned(before: bytes) -> bool:
     """A dotted quad just after a word that announces a version ("version 2.10.0.4", "v2.10.0.4",
     "release 1.2.3.4") is a version number, not an address."""
-    words = before.lower().rstrip(b" :=#(").split()
+    stripped = (word.strip(b"\"'{}[](),;:=#\x00") for word in before.lower().split())
+    words = [word for word in stripped if word]
+    if any(b"version" in word for word in words[-2:]):  # __version__ = "...", client_version
+        return True
+    if len(words) >= 2 and words[-2] in _VERSION_WORDS:  # "upgrading to 2.10.0.4"
+        return True
     last = words[-1] if words else b""
     if last.endswith(b"v"):  # "v1.2.3.4", "==v1.2.3.4", "versionv"... but not "dev1.2.3.4"
         stem = last[:-1]
@@ -258,7 +306,8 @@ def _versioned(before: bytes) -> bool:
 
 _VERSION_WORDS = frozenset(
     {b"version", b"versions", b"ver", b"ver.", b"release", b"build", b"firmware", b"patch"}
-    | {b"update", b"upgrade", b"downgrade", b"tag"}
+    | {b"update", b"upgrade", b"downgrade", b"tag", b"updating", b"upgrading", b"updated"}
+    | {b"upgraded", b"installed", b"latest", b"current", b"released"}
 )
 
 
@@ -269,6 +318,7 @@ DETECTORS: dict[str, Callable[[str], bool]] = {
     "us_ssn": _ssn,
     "iban": _iban,
     "ip_address": _ip,
+    "secret": secrets.found,
 }
 
 

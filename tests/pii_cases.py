@@ -68,4 +68,17 @@ CASES = [
     case("ip_address", ":", "", False),
     case("ip_address", "1:::1 ", "fe80::1", True),
     case("ip_address", "12:30:45 ", "", False),
+    case("secret", "AKIA", "", False),
+    case("secret", "eyJ", "", False),
+    case("secret", "eyJabcdefghijk.", "", False),
+    case("secret", "-----BEGIN PRIVATE KEY-----", "", False),
+    case(
+        "secret", "-----BEGIN PRIVATE KEY-----", "\n" + "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" * 2, True
+    ),
+    case("secret", "db://u:", "", False),
+    case("secret", "db://u:", "c9Zq4Lm@db.internal", True),
+    case("secret", "password=", "", False),
+    case("secret", ";Password=", "H7kw2Lq9;", True),
+    case("secret", "api_key = '", "", False),
+    case("secret", "x", " token: ghp_" + "aB3" * 12, True),
 ]

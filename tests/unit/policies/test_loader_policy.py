@@ -200,7 +200,8 @@ INVALID = [
         BACKEND + '\n[privacy.detectors]\npassport = "public"\n',
         "privacy.detectors.passport",
         7,
-        "unknown detector (expected one of email, phone, payment_card, us_ssn, iban, ip_address)",
+        "unknown detector (expected one of email, phone, payment_card, us_ssn, iban, ip_address, "
+        "secret)",
     ),
     invalid(
         "duplicate cloud names",

@@ -88,6 +88,17 @@ POSITIVES = [
     case("2001:0db8:85a3:0000:0000:8a2e:0370:7334", "ip_address"),
     case("listen on [2001:db8::1]:443", "ip_address"),
     case("::ffff:192.0.2.1", "ip_address"),
+    case("aws_access_key_id = AKIAQ3EGRTXN7VYKPL5D", "secret"),
+    case("token: ghp_R8xq2LmN4vB7kP1sT6wY9zA3cD5eF0gH2jK4", "secret"),
+    case("SLACK=xoxb-2048-981273-Qw8eRt5yUi3oPa9sDf2gHj", "secret"),
+    case("Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1MSJ9.c2lnbmF0dXJlLXRlc3QtMTIz", "secret"),
+    case(
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0t",
+        "secret",
+    ),
+    case("postgres://app:Zq7!rT2v@db.internal:5432/orders", "secret"),
+    case("Server=sql01;Database=Pay;User Id=svc;Password=H7kw2Lq9ZpT;", "secret"),
+    case('{"api_key": "a8F3kL9qP2xZ7mN4"}', "secret"),
 ]
 
 # (text, the detector it nearly looks like): none of the detectors fires.
@@ -154,6 +165,14 @@ NEGATIVES = [
     case("ping @jane_doe", "email"),
     case("jane at example dot com", "email"),
     case("foo@bar", "email"),
+    case("export OPENAI_API_KEY=sk-your-key-here", "secret"),
+    case("password = get_password()", "secret"),
+    case("postgres://user:<password>@db/orders", "secret"),
+    case("Password=${DB_PASSWORD};", "secret"),
+    case("-----BEGIN PRIVATE KEY-----", "secret"),  # a header alone, as in the docs
+    case("Authorization: Bearer <your-jwt>", "secret"),
+    case("the key is sk_live_...4242 (masked)", "secret"),
+    case("key = os.environ['AWS_SECRET_ACCESS_KEY']", "secret"),
 ]
 
 
@@ -175,7 +194,15 @@ def test_the_tables_are_large_and_cover_every_detector() -> None:
 
 
 def test_detectors_are_listed_in_a_fixed_order() -> None:
-    assert list(DETECTORS) == ["email", "phone", "payment_card", "us_ssn", "iban", "ip_address"]
+    assert list(DETECTORS) == [
+        "email",
+        "phone",
+        "payment_card",
+        "us_ssn",
+        "iban",
+        "ip_address",
+        "secret",
+    ]
 
 
 def test_detect_reports_only_enabled_detectors() -> None:

@@ -1,0 +1,90 @@
+"""A detector of credentials in request text (pure): cloud access keys, private keys, access
+tokens, JWTs and passwords in connection strings.
+
+The shapes are those the well-kept scanners look for (detect-secrets' plugins, gitleaks' rules):
+a provider's fixed prefix and alphabet where it has one (AWS key ids, GitHub, Slack, Stripe,
+OpenAI tokens), a structure otherwise (a PEM private key with a body, a JWT's three base64url
+parts, `scheme://user:password@host`, `Password=...;`, an Azure `AccountKey=`), and for a value
+assigned to a name that says secret, a value that looks like one. They run on RE2, so the scan
+stays linear in the text like the other detectors (a scanner on a backtracking engine can be
+made to take quadratic time by a request). Placeholders are not secrets: `sk-your-key-here`,
+`<password>`, `${DB_PASSWORD}`, `****`, `sk_live_...4242` (the values documentation shows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import re2  # type: ignore[import-untyped]
+
+_TOKENS = re2.compile(
+    r"(?:^|[^A-Za-z0-9_])("
+    r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}"  # AWS access key id
+    r"|gh[pousr]_[A-Za-z0-9]{36}"  # GitHub classic tokens
+    r"|github_pat_[A-Za-z0-9_]{60,}"  # GitHub fine-grained tokens
+    r"|xox[abeoprs]-[A-Za-z0-9-]{20,}"  # Slack
+    r"|(?:sk|rk)_live_[A-Za-z0-9]{20,}"  # Stripe live keys
+    r"|sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{32,}"  # OpenAI-style keys
+    r"|AIza[A-Za-z0-9_-]{35}"  # Google API keys
+    r"|eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{16,}"  # JWT
+    r")"
+)
+# A PEM private key with a body (a header alone, as in documentation, is not a key). Its line
+# breaks may be real or "\n" escapes (a key inside a JSON string).
+_PRIVATE_KEY = re2.compile(
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:\s|\\n)*[A-Za-z0-9+/=]{40}"
+)
+_AWS_SECRET = re2.compile(
+    r"(?i)aws_?secret(?:_?access)?_?key[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+]|$)"
+)
+_AZURE_KEY = re2.compile(r"(?i)(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/]{40,}={0,2})")
+# scheme://user:password@host
+_URL_PASSWORD = re2.compile(r"[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@]{1,64}:([^\s:/@]{1,128})@\w")
+# Password=...; in ADO.NET, ODBC and JDBC strings
+_KEY_VALUE_PASSWORD = re2.compile(r"(?i)(?:^|[;\s\"'?&])(?:password|pwd)\s*=\s*([^;&\"'\s]{1,128})")
+# a quoted value assigned to a name that says secret
+_ASSIGNED = re2.compile(
+    r"(?i)(?:api[_-]?key|secret(?:[_-]?key)?|access[_-]?token|auth[_-]?token|password|passwd)"
+    r"[\"']?\s*[:=]\s*[\"']([^\"'\s]{8,128})[\"']"
+)
+_PLACEHOLDER_WORDS = ("password", "passwd", "secret", "changeme", "example", "your", "xxx", "...")
+
+
+def _groups(pattern: Any, data: str) -> Iterator[str]:
+    """Each match's first group (or the whole match), left to right; linear in `data`."""
+    pos = 0
+    while (found := pattern.search(data, pos)) is not None:
+        start, end = found.span(1)
+        pos = max(end, pos + 1)
+        yield data[start:end]
+
+
+def placeholder(value: str) -> bool:
+    """A value documentation shows in place of a secret, or a reference to one."""
+    lowered = value.lower()
+    return (
+        value[:1] in "<${%*[("
+        or "(" in value  # a call: password = get_password()
+        or len(set(value)) <= 2
+        or any(word in lowered for word in _PLACEHOLDER_WORDS)
+        or not any(c.isdigit() or not c.isalnum() for c in value)  # a plain word
+    )
+
+
+def _looks_random(value: str) -> bool:
+    """Letters and digits mixed, as a generated key is; a word or a counter is not."""
+    return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+
+
+def found(text: str) -> bool:
+    if not text.isascii():  # RE2 takes UTF-8: a lone surrogate (JSON allows one) becomes "?"
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    if any(_looks_random(token) and not placeholder(token) for token in _groups(_TOKENS, text)):
+        return True
+    if _PRIVATE_KEY.search(text) is not None:
+        return True
+    if any(_looks_random(v) for p in (_AWS_SECRET, _AZURE_KEY) for v in _groups(p, text)):
+        return True
+    passwords = (_URL_PASSWORD, _KEY_VALUE_PASSWORD, _ASSIGNED)
+    return any(not placeholder(v) for p in passwords for v in _groups(p, text))
