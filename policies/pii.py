@@ -20,6 +20,7 @@ to a cloud its privacy level would forbid, by being long.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 from collections.abc import Callable, Iterable, Iterator
@@ -29,7 +30,7 @@ from typing import Protocol
 
 import re2  # type: ignore[import-untyped]
 
-from policies import secrets
+from policies import identifiers, secrets
 
 log = logging.getLogger("overspill")
 
@@ -213,7 +214,13 @@ def _phone(text: str) -> bool:
     data = _blank(_CARD, _bytes(text), _is_card)
     data = _blank(_IBAN, data.upper(), lambda match: match[:2] in _IBAN_SHAPED)
     data = _blank(_NOT_PHONES, data)
+    for pattern, valid in identifiers.CHECKED_NUMBERS:  # an Aadhaar or NIR checks out: not a phone
+        data = _blank(pattern, data, functools.partial(_checks_out, valid))
     return any(10 <= len(_digits(match)) <= 15 for match in _candidates(_PHONE, data))
+
+
+def _checks_out(valid: Callable[[str], bool], candidate: bytes) -> bool:
+    return valid(identifiers.compact(candidate))
 
 
 def _card(text: str) -> bool:
@@ -319,6 +326,9 @@ DETECTORS: dict[str, Callable[[str], bool]] = {
     "iban": _iban,
     "ip_address": _ip,
     "secret": secrets.found,
+    "national_id": identifiers.national_id,
+    "passport": identifiers.passport,
+    "date_of_birth": identifiers.date_of_birth,
 }
 
 

@@ -81,6 +81,13 @@ DISGUISED = [
     "my SSN is 123 45 6789",  # spaces
     "my SSN is 123456789",  # no separators, said to be one
     "ssn \u0661\u0662\u0663-\u0664\u0665-\u0666\u0667\u0668\u0669",  # Arabic-Indic digits
+    "why is aws_access_key_id = AKIAQ3EGRTXN7VYKPL5D refused?",  # a cloud access key
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ",
+    "connect with postgres://app:Zq7rT2v9@db.internal:5432/orders",
+    "my NI number is AB 12 34 56 C",  # a national ID
+    "Aadhaar 2345\u00a06789\u00a00124",  # another, with no-break spaces
+    "passport no. K4829175, expiring 2031",
+    "Patient born on 12 May 1999, please file it",  # a date of birth
 ]
 
 

@@ -197,11 +197,11 @@ INVALID = [
     ),
     invalid(
         "unknown detector",
-        BACKEND + '\n[privacy.detectors]\npassport = "public"\n',
-        "privacy.detectors.passport",
+        BACKEND + '\n[privacy.detectors]\nblood_type = "public"\n',
+        "privacy.detectors.blood_type",
         7,
         "unknown detector (expected one of email, phone, payment_card, us_ssn, iban, ip_address, "
-        "secret)",
+        "secret, national_id, passport, date_of_birth)",
     ),
     invalid(
         "duplicate cloud names",

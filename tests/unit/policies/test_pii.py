@@ -99,6 +99,22 @@ POSITIVES = [
     case("postgres://app:Zq7!rT2v@db.internal:5432/orders", "secret"),
     case("Server=sql01;Database=Pay;User Id=svc;Password=H7kw2Lq9ZpT;", "secret"),
     case('{"api_key": "a8F3kL9qP2xZ7mN4"}', "secret"),
+    case("my NI number is AB 12 34 56 C", "national_id"),
+    case("Aadhaar 2345 6789 0124", "national_id"),
+    case("codice fiscale RSSMRA85T10A562S", "national_id"),
+    case("DNI 12345678Z", "national_id"),
+    case("NIE X1234567L please", "national_id"),
+    case("NIR 1 84 12 75 108 042 31", "national_id"),
+    case("SIN: 046 454 286", "national_id"),
+    case("BSN 111222333", "national_id"),
+    case("passport no. K4829175", "passport"),
+    case('{"passport_number": "533248817"}', "passport"),
+    case("Passport: GB 512 8837 04", "passport"),
+    case("date of birth: 22.08.1995", "date_of_birth"),
+    case("DOB 31-Oct-1975", "date_of_birth"),
+    case("born on 12 May 1999 in Leeds", "date_of_birth"),
+    case('{"birth_date": "1972-12-05"}', "date_of_birth"),
+    case("née le 12/04/1990 à Lyon", "date_of_birth"),
 ]
 
 # (text, the detector it nearly looks like): none of the detectors fires.
@@ -173,6 +189,15 @@ NEGATIVES = [
     case("Authorization: Bearer <your-jwt>", "secret"),
     case("the key is sk_live_...4242 (masked)", "secret"),
     case("key = os.environ['AWS_SECRET_ACCESS_KEY']", "secret"),
+    case("Aadhaar numbers look like XXXX XXXX 1234 when masked", "national_id"),
+    case("codice fiscale RSSMRA85T10A562T", "national_id"),  # check letter wrong
+    case("DNI 12345678A", "national_id"),  # letter wrong
+    case("ticket 046 454 286", "national_id"),  # a SIN's shape, not called one
+    case("How many blank pages do I need in my passport?", "passport"),
+    case("passport renewal takes 10 working days", "passport"),
+    case("Schedule the retro for 14 March 2027", "date_of_birth"),
+    case("released on 2026-11-20", "date_of_birth"),
+    case("When was Marie Curie born?", "date_of_birth"),
 ]
 
 
@@ -202,6 +227,9 @@ def test_detectors_are_listed_in_a_fixed_order() -> None:
         "iban",
         "ip_address",
         "secret",
+        "national_id",
+        "passport",
+        "date_of_birth",
     ]
 
 
@@ -330,7 +358,7 @@ def test_personal_data_past_the_limit_is_not_looked_for_but_claimed() -> None:
 
 def test_past_the_limit_only_enabled_detectors_fire() -> None:
     text = filler(SCAN_LIMIT_CHARS + 1)
-    assert detect([text], ["iban", "email", "passport"]) == ["email", "iban"]
+    assert detect([text], ["iban", "email", "no_such_detector"]) == ["email", "iban"]
     assert detect([text], []) == []
 
 
