@@ -24,7 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bench.report import plot_path, table
-from policies.pii import DETECTORS, iban_valid, luhn_valid
+from policies.numbers import iban_valid, luhn_valid
+from policies.pii import DETECTORS
 
 MB = 1024 * 1024
 Detector = Callable[[str], bool]

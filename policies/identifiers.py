@@ -11,10 +11,12 @@ Everything runs on RE2 and looks back a bounded window, so the scan stays linear
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import re2  # type: ignore[import-untyped]
+
+from policies.re2text import spans, to_bytes
 
 _WINDOW = 48  # bytes looked back for a context word
 
@@ -56,18 +58,6 @@ _DATE = re2.compile(
     rf"|\d{{1,2}}(?:st|nd|rd|th)?[ -]{_MONTHS}[ ,-]*\d{{4}}"  # 12 May 1999, 31-Oct-1975
     rf"|{_MONTHS} \d{{1,2}}(?:st|nd|rd|th)?,? \d{{4}})"  # May 12, 1999
 )
-
-
-def _spans(pattern: Any, data: bytes) -> Iterator[tuple[int, int]]:
-    pos = 0
-    while (found := pattern.search(data, pos)) is not None:
-        start, end = found.span(1) if pattern.groups else found.span()
-        pos = max(end, pos + 1)
-        yield start, end
-
-
-def _bytes(text: str) -> bytes:
-    return text.encode("utf-8", "replace")
 
 
 def compact(candidate: bytes) -> str:
@@ -156,13 +146,13 @@ CHECKED_NUMBERS: tuple[tuple[Any, Callable[[str], bool]], ...] = (
 
 
 def national_id(text: str) -> bool:
-    data = _bytes(text)
-    if any(data[start : start + 2] not in _NINO_NEVER for start, _ in _spans(_NINO, data)):
+    data = to_bytes(text)
+    if any(data[start : start + 2] not in _NINO_NEVER for start, _ in spans(_NINO, data)):
         return True
     for pattern, valid in (*CHECKED_NUMBERS, (_CODICE, codice_fiscale_valid), (_DNI, dni_valid)):
-        if any(valid(compact(data[s:e])) for s, e in _spans(pattern, data)):
+        if any(valid(compact(data[s:e])) for s, e in spans(pattern, data)):
             return True
-    for start, end in _spans(_NINE, data):
+    for start, end in spans(_NINE, data):
         digits = compact(data[start:end])
         if _named(data, start, _NINE_CONTEXT) and (_luhn(digits) or _eleven_check(digits)):
             return True
@@ -170,10 +160,10 @@ def national_id(text: str) -> bool:
 
 
 def passport(text: str) -> bool:
-    data = _bytes(text)
-    for _, end in _spans(_PASSPORT_CONTEXT, data):
+    data = to_bytes(text)
+    for _, end in spans(_PASSPORT_CONTEXT, data):
         window = data[end : end + _WINDOW]
-        for start, stop in _spans(_DOC_NUMBER, window):
+        for start, stop in spans(_DOC_NUMBER, window):
             number = compact(window[start:stop])
             if 6 <= len(number) <= 12 and sum(c.isdigit() for c in number) >= 2:
                 return True
@@ -181,5 +171,5 @@ def passport(text: str) -> bool:
 
 
 def date_of_birth(text: str) -> bool:
-    data = _bytes(text)
-    return any(_DATE.search(data[end : end + _WINDOW]) for _, end in _spans(_BIRTH, data))
+    data = to_bytes(text)
+    return any(_DATE.search(data[end : end + _WINDOW]) for _, end in spans(_BIRTH, data))

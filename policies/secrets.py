@@ -18,6 +18,8 @@ from typing import Any
 
 import re2  # type: ignore[import-untyped]
 
+from policies.re2text import spans, to_bytes
+
 _TOKENS = re2.compile(
     r"(?:^|[^A-Za-z0-9_])("
     r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}"  # AWS access key id
@@ -51,13 +53,8 @@ _ASSIGNED = re2.compile(
 _PLACEHOLDER_WORDS = ("password", "passwd", "secret", "changeme", "example", "your", "xxx", "...")
 
 
-def _groups(pattern: Any, data: str) -> Iterator[str]:
-    """Each match's first group (or the whole match), left to right; linear in `data`."""
-    pos = 0
-    while (found := pattern.search(data, pos)) is not None:
-        start, end = found.span(1)
-        pos = max(end, pos + 1)
-        yield data[start:end]
+def _groups(pattern: Any, data: bytes) -> Iterator[str]:
+    return (data[start:end].decode() for start, end in spans(pattern, data))
 
 
 def placeholder(value: str) -> bool:
@@ -78,13 +75,12 @@ def _looks_random(value: str) -> bool:
 
 
 def found(text: str) -> bool:
-    if not text.isascii():  # RE2 takes UTF-8: a lone surrogate (JSON allows one) becomes "?"
-        text = text.encode("utf-8", "replace").decode("utf-8")
-    if any(_looks_random(token) and not placeholder(token) for token in _groups(_TOKENS, text)):
+    data = to_bytes(text)  # a lone surrogate (JSON allows one) becomes "?"
+    if any(_looks_random(token) and not placeholder(token) for token in _groups(_TOKENS, data)):
         return True
-    if _PRIVATE_KEY.search(text) is not None:
+    if _PRIVATE_KEY.search(data) is not None:
         return True
-    if any(_looks_random(v) for p in (_AWS_SECRET, _AZURE_KEY) for v in _groups(p, text)):
+    if any(_looks_random(v) for p in (_AWS_SECRET, _AZURE_KEY) for v in _groups(p, data)):
         return True
     passwords = (_URL_PASSWORD, _KEY_VALUE_PASSWORD, _ASSIGNED)
-    return any(not placeholder(v) for p in passwords for v in _groups(p, text))
+    return any(not placeholder(v) for p in passwords for v in _groups(p, data))

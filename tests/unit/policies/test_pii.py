@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.pii import DETECTORS, SCAN_LIMIT_CHARS, Scan, detect, iban_valid, luhn_valid, scan
+from policies.numbers import iban_valid, luhn_valid
+from policies.pii import DETECTORS, SCAN_LIMIT_CHARS, Scan, detect, scan
 
 ALL = tuple(DETECTORS)
 
