@@ -169,7 +169,7 @@ class Pipeline:
         asked = await self.asked(request, headers, identity.tenant)
         privacy, caller = asked.privacy, asked.caller
         plan = self.plan(request, asked)
-        record.note(plan.reasons, privacy.level)
+        record.note(plan.reasons, privacy.level, privacy.reasons)
         record.note_priority(caller.priority.name)
         caching = self.runtime.answers.caching(
             self.policy, request, privacy.level, caller.scope, headers.get("cache-control", "")

@@ -25,6 +25,7 @@ class Record:
     served_model: str = ""  # set only for a model the proxy serves (bounded metric labels)
     priority: str = ""
     privacy: str = ""
+    privacy_because: tuple[str, ...] = ()  # what set the level: sources, detectors and fields
     reasons: tuple[str, ...] = field(default_factory=tuple)
     route: str = ""  # local/NAME, cloud/NAME, cache
     cache: str = ""  # the cache's verdict, with why
@@ -36,9 +37,10 @@ class Record:
     error: str = ""  # the error code the client got
     prompt: str | None = None  # kept only when the policy logs prompts (observe.py decides)
 
-    def note(self, reasons: tuple[str, ...], privacy: str) -> None:
-        """Why the request goes where it goes: for the headers and the access log."""
-        self.reasons, self.privacy = reasons, privacy
+    def note(self, reasons: tuple[str, ...], privacy: str, because: tuple[str, ...] = ()) -> None:
+        """Why the request goes where it goes, and what set its privacy level (never a value
+        that a detector found): for the headers and the access log."""
+        self.reasons, self.privacy, self.privacy_because = reasons, privacy, because
 
     def note_request(self, tenant: str, model: str) -> None:
         self.tenant, self.model = tenant, model

@@ -19,6 +19,12 @@ from proxy.flow.record import Record
 from proxy.http.disconnect import DisconnectWatch
 
 
+def header_text(text: str) -> bytes:
+    """A header value from text that may hold a client's bytes (a field path names the body's
+    keys): printable ASCII only, at most 500 bytes."""
+    return "".join(c if " " <= c <= "~" else "?" for c in text[:500]).encode()
+
+
 @dataclass
 class Reply:
     send: Send
@@ -31,10 +37,12 @@ class Reply:
         if self.record.cache_status:
             headers.append((b"x-overspill-cache", self.record.cache_status.encode()))
         if self.record.reasons:
-            reason = self.record.reasons[0].encode("ascii", "replace")[:500]
-            headers.append((b"x-overspill-reason", reason))
+            headers.append((b"x-overspill-reason", header_text(self.record.reasons[0])))
         if self.record.privacy:
             headers.append((b"x-overspill-privacy", self.record.privacy.encode()))
+        if self.record.privacy_because:
+            because = header_text("; ".join(self.record.privacy_because))
+            headers.append((b"x-overspill-privacy-because", because))
         if self.record.priority:
             headers.append((b"x-overspill-priority", self.record.priority.encode()))
         return headers

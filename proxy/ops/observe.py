@@ -178,6 +178,7 @@ class Observer:
             "model": record.model,
             "priority": record.priority,
             "privacy": record.privacy,
+            "privacy_because": list(record.privacy_because),
             "route": record.route,
             "cache": record.cache,
             "reasons": list(record.reasons),

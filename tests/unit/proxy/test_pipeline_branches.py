@@ -281,3 +281,16 @@ async def test_a_refusal_with_no_privacy_in_it_leaves_retrying_to_the_client() -
     down = await h.send(ask())
     assert down.status == 503
     assert "x-should-retry" not in down.headers
+
+
+async def test_the_answer_says_what_set_the_level_and_where_never_the_value() -> None:
+    h = harness({"a": [chat_answer("x")], "b": [chat_answer("x")]}, POLICY + DETECTED)
+    body = {**ask("hello"), "metadata": {"contact\r\nX-Injected: 1": "jane.doe@example.com"}}
+    sent = await h.send(body)
+    because = sent.headers["x-overspill-privacy-because"]
+    assert because == "detected email in metadata.contact??X-Injected: 1: restricted"
+    assert "x-injected" not in sent.headers  # the key's line break did not make a header
+    assert sent.record.privacy_because == (
+        "detected email in metadata.contact\r\nX-Injected: 1: restricted",
+    )
+    assert not any("jane" in header for header in sent.headers.values())
