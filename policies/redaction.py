@@ -1,0 +1,118 @@
+"""Redaction: personal data replaced by typed placeholders in what leaves, and the placeholders
+replaced back by the values in what comes back (pure).
+
+The same value always gets the same placeholder within a request (`<EMAIL_1>` twice for one
+address written twice), so the model can still tell who is who. Restoring a stream never holds
+an answer back: text flows as it comes, and only a tail that could be the start of a placeholder
+("<EMA", split across two chunks) waits for the next chunk, at most MAX_PLACEHOLDER characters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import re2  # type: ignore[import-untyped]
+
+# "<" + a kind in capitals + "_" + a number + ">", the longest it may be.
+MAX_PLACEHOLDER = 40
+_PLACEHOLDER = re2.compile(r"<[A-Z][A-Z_]{0,30}_[0-9]{1,6}>")
+
+
+@dataclass
+class Placeholders:
+    """The placeholders of one request: value -> placeholder, and back."""
+
+    by_value: dict[tuple[str, str], str] = field(default_factory=dict)
+    values: dict[str, str] = field(default_factory=dict)
+    _counts: dict[str, int] = field(default_factory=dict)
+
+    def of(self, kind: str, value: str) -> str:
+        key = (kind, value)
+        if key not in self.by_value:
+            number = self._counts[kind] = self._counts.get(kind, 0) + 1
+            placeholder = f"<{kind.upper()}_{number}>"
+            self.by_value[key] = placeholder
+            self.values[placeholder] = value
+        return self.by_value[key]
+
+    def restore(self, text: str) -> str:
+        """Every known placeholder in `text` back to its value (unknown ones stay as written)."""
+        if "<" not in text or not self.values:
+            return text
+        pieces: list[str] = []
+        pos = 0
+        for found in _matches(text):
+            start, end = found
+            placeholder = text[start:end]
+            if placeholder in self.values:
+                pieces += (text[pos:start], self.values[placeholder])
+                pos = end
+        pieces.append(text[pos:])
+        return "".join(pieces)
+
+
+def _matches(text: str) -> Iterable[tuple[int, int]]:
+    pos = 0
+    while (found := _PLACEHOLDER.search(text, pos)) is not None:
+        yield found.span()
+        pos = found.end()
+
+
+@dataclass(frozen=True)
+class Span:
+    start: int  # character offsets in the text
+    end: int
+    kind: str  # the detector that found it
+
+
+def redacted(text: str, spans: Iterable[Span], placeholders: Placeholders) -> str:
+    """`text` with each span replaced by its placeholder; overlapping spans merge into the
+    first one's kind (the text they cover leaves as one placeholder, never in part)."""
+    merged: list[Span] = []
+    for span in sorted(spans, key=lambda s: (s.start, -s.end)):
+        if merged and span.start < merged[-1].end:
+            last = merged[-1]
+            merged[-1] = Span(last.start, max(last.end, span.end), last.kind)
+        else:
+            merged.append(span)
+    pieces: list[str] = []
+    pos = 0
+    for span in merged:
+        pieces += (text[pos : span.start], placeholders.of(span.kind, text[span.start : span.end]))
+        pos = span.end
+    pieces.append(text[pos:])
+    return "".join(pieces)
+
+
+@dataclass
+class Unmasker:
+    """Restores placeholders in a stream of text chunks (one per choice of a streamed answer)."""
+
+    placeholders: Placeholders
+    _held: str = ""
+
+    def feed(self, chunk: str) -> str:
+        """What may be sent now: the text so far, restored, but for a tail that may be the start
+        of a placeholder still arriving."""
+        text = self._held + chunk
+        cut = _unfinished_tail(text)
+        self._held = text[cut:]
+        return self.placeholders.restore(text[:cut])
+
+    def flush(self) -> str:
+        """At the end of the stream: whatever was held back, as it is (restored if whole)."""
+        text, self._held = self._held, ""
+        return self.placeholders.restore(text)
+
+
+def _unfinished_tail(text: str) -> int:
+    """Where a tail starts that could still grow into a placeholder: the last "<" after which
+    only placeholder characters follow, no ">", within MAX_PLACEHOLDER; else len(text)."""
+    start = text.rfind("<", max(0, len(text) - MAX_PLACEHOLDER))
+    if start < 0:
+        return len(text)
+    tail = text[start + 1 :]
+    if ">" in tail or not all(c.isupper() or c.isdigit() or c == "_" for c in tail):
+        return len(text)
+    return start
