@@ -118,11 +118,12 @@ INVALID = {
         ],
     ),
     "unknown level and detector in privacy": (
-        BACKEND + '\n[privacy]\ndefault = "vip"\n\n[privacy.detectors]\npassport = "public"\n',
+        BACKEND + '\n[privacy]\ndefault = "vip"\n\n[privacy.detectors]\nblood_type = "public"\n',
         [
             "7: privacy.default: unknown level 'vip' (levels: public)",
-            "10: privacy.detectors.passport: unknown detector (expected one of email, phone,"
-            " payment_card, us_ssn, iban, ip_address)",
+            "10: privacy.detectors.blood_type: unknown detector (expected one of email, phone,"
+            " payment_card, us_ssn, iban, ip_address, secret, national_id, passport,"
+            " date_of_birth)",
         ],
     ),
     "overflow thresholds out of range": (
