@@ -223,7 +223,14 @@ class _PolicyReader(Reader):
                 "privacy.media", f"unknown level {media!r} (levels: {', '.join(sorted(names))})"
             )
             media = None
-        return Privacy(levels, values["default"], detectors, media, values["send_user"])
+        return Privacy(
+            levels,
+            values["default"],
+            detectors,
+            media,
+            values["send_user"],
+            values["scan_timeout_s"],
+        )
 
     def level(self, entry: Any, path: str, clouds: set[str]) -> PrivacyLevel:
         if not isinstance(entry, dict):

@@ -214,6 +214,9 @@ class Privacy:
     detectors: Mapping[str, str] = field(default_factory=dict)  # detector -> level it implies
     media: str | None = None  # the level a request carrying images, audio or files is at least
     send_user: bool = False  # pass `user` and `safety_identifier` on to cloud targets
+    # A long body's scan (in a worker thread) that takes longer counts as if every enabled
+    # detector had found something: the request is never sent on unchecked.
+    scan_timeout_s: float = 5.0
 
     def level(self, name: str) -> PrivacyLevel:
         return next(level for level in self.levels if level.name == name)

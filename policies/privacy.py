@@ -46,12 +46,15 @@ def classify(
     header: str | Sequence[str] | None,
     body: dict[str, Any],
     tenant: Tenant | None,
+    scanned: bool = True,
 ) -> Classification:
-    """`header`: the header's values, one per time it was sent (a single string is one)."""
+    """`header`: the header's values, one per time it was sent (a single string is one).
+    `scanned=False`: the detectors did not finish (a scan past its deadline): each enabled one
+    counts as fired, and so does the media rule (fail closed)."""
     claims = [(privacy.default, "policy default"), *_named(privacy, header, body)]
     if tenant is not None and tenant.privacy is not None:
         claims.append((tenant.privacy, f"tenant {tenant.name}"))
-    claims += _detected(privacy, body)
+    claims += _detected(privacy, body) if scanned else _unscanned(privacy)
     strictest = max(privacy.strictness(name) for name, _ in claims)
     level = privacy.levels[strictest].name
     reasons = tuple(f"{source}: {name}" for name, source in claims if name == level)
@@ -88,6 +91,13 @@ def _detected(privacy: Privacy, body: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     if payload.media and privacy.media is not None:
         claims.append((privacy.media, f"media at {payload.media[0]}"))
+    return claims
+
+
+def _unscanned(privacy: Privacy) -> list[tuple[str, str]]:
+    claims = [(level, f"{name}: not scanned in time") for name, level in privacy.detectors.items()]
+    if privacy.media is not None:
+        claims.append((privacy.media, "media: not scanned in time"))
     return claims
 
 

@@ -123,6 +123,7 @@ PRIVACY = {
     "detectors": Spec(dict, "a table of detector = level", {}),
     "media": Spec(str, "a privacy level name", None),
     "send_user": Spec(bool, "true or false", False),
+    "scan_timeout_s": Spec(NUMBER, SECONDS, 5.0, _positive),
 }
 LEVEL = {
     "name": Spec(str, "a string", check=_name),

@@ -43,6 +43,7 @@ class Scans:
 
     started: int = 0
     running: int = 0
+    timed_out: int = 0  # past [privacy] scan_timeout_s: counted as if every detector fired
 
 
 def caller_of(policy: Policy, request: ProxyRequest, headers: dict[str, str], named: str) -> Caller:
@@ -84,11 +85,16 @@ def request_facts(
 
 
 def privacy_of(
-    policy: Policy, request: ProxyRequest, headers: dict[str, str], tenant: Tenant | None
+    policy: Policy,
+    request: ProxyRequest,
+    headers: dict[str, str],
+    tenant: Tenant | None,
+    scanned: bool = True,
 ) -> Classification:
+    header = headers.get(HEADER)
     try:
         return classify(
-            policy.privacy, header=headers.get(HEADER), body=request.body, tenant=tenant
+            policy.privacy, header=header, body=request.body, tenant=tenant, scanned=scanned
         )
     except UnknownLevel as error:
         param = "metadata.privacy" if error.source == "metadata.privacy" else None
@@ -108,7 +114,13 @@ async def scanned_privacy(
         return privacy_of(policy, request, headers, tenant)
     scans.started += 1
     scans.running += 1
+    scan = asyncio.to_thread(privacy_of, policy, request, headers, tenant)
     try:
-        return await asyncio.to_thread(privacy_of, policy, request, headers, tenant)
+        return await asyncio.wait_for(scan, policy.privacy.scan_timeout_s)
+    except TimeoutError:
+        # The thread goes on to its end (the scan is linear, so it ends); the request does not
+        # wait for it, and leaves as if every detector had found something.
+        scans.timed_out += 1
+        return privacy_of(policy, request, headers, tenant, scanned=False)
     finally:
         scans.running -= 1

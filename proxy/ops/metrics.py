@@ -61,6 +61,13 @@ class ServicesCollector(Collector):
         )
         running.add_metric([], scans.running)
         yield running
+        late = CounterMetricFamily(
+            "overspill_privacy_scans_timed_out",
+            "Long-body scans past [privacy] scan_timeout_s: the request counted as if every "
+            "detector had fired.",
+        )
+        late.add_metric([], scans.timed_out)
+        yield late
 
     def _admission(self) -> Iterator[Metric]:
         runtime = self.services.runtime

@@ -330,7 +330,8 @@ INVALID = [
         BACKEND + '\n[privacy]\nlevel = "public"\n',
         "privacy.level",
         7,
-        "unknown key (expected one of default, levels, detectors, media, send_user)",
+        "unknown key (expected one of default, levels, detectors, media, send_user, "
+        "scan_timeout_s)",
     ),
     invalid(
         "jitter as a string",

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 
 import pytest
 
+from policies.pii import DETECTORS
 from proxy.errors import Forbidden, Unauthorized
 from proxy.flow.caller import OFFLOAD_SCAN_BYTES
 from tests.fakes import until
 from tests.unit.proxy.pipeline_harness import POLICY, ask, chat_answer, harness, refused, status
+from tests.waits import DEADLINE_S
 
 CACHED = POLICY + "\n[cache]\nenabled = true\nsemantic = false\n"
 DETECTED = '\n[privacy.detectors]\nemail = "restricted"\n'
@@ -294,3 +297,30 @@ async def test_the_answer_says_what_set_the_level_and_where_never_the_value() ->
         "detected email in metadata.contact\r\nX-Injected: 1: restricted",
     )
     assert not any("jane" in header for header in sent.headers.values())
+
+
+async def test_a_scan_past_its_deadline_counts_as_a_detection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The detector is held until the request is answered, so its scan cannot end in time
+    whatever the machine: the request is kept from the cloud as if it had fired."""
+    release = threading.Event()
+
+    def held(text: str) -> bool:
+        release.wait(DEADLINE_S)
+        return False
+
+    monkeypatch.setitem(DETECTORS, "email", held)
+    text = POLICY.replace("[privacy]", "[privacy]\nscan_timeout_s = 0.05") + DETECTED
+    h = harness({"a": [refused()], "b": [refused()]}, text)
+    for monitor in h.pipeline.runtime.backends.monitors.values():  # only the cloud is left
+        monitor.healthy, monitor.error = False, "probe failed"
+    try:
+        sent = await h.send(ask("word " * (OFFLOAD_SCAN_BYTES // 5)))
+    finally:
+        release.set()
+    assert sent.status == 503
+    assert sent.record.privacy == "restricted"
+    assert sent.record.privacy_because == ("email: not scanned in time: restricted",)
+    assert h.pipeline.runtime.scans.timed_out == 1
+    assert h.cloud.received == []
