@@ -11,12 +11,12 @@ Everything runs on RE2 and looks back a bounded window, so the scan stays linear
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import re2  # type: ignore[import-untyped]
 
-from policies.re2text import spans, to_bytes
+from policies.re2text import spans
 
 _WINDOW = 48  # bytes looked back for a context word
 
@@ -145,31 +145,27 @@ CHECKED_NUMBERS: tuple[tuple[Any, Callable[[str], bool]], ...] = (
 )
 
 
-def national_id(text: str) -> bool:
-    data = to_bytes(text)
-    if any(data[start : start + 2] not in _NINO_NEVER for start, _ in spans(_NINO, data)):
-        return True
+def national_ids(data: bytes) -> Iterator[tuple[int, int]]:
+    yield from (s for s in spans(_NINO, data) if data[s[0] : s[0] + 2] not in _NINO_NEVER)
     for pattern, valid in (*CHECKED_NUMBERS, (_CODICE, codice_fiscale_valid), (_DNI, dni_valid)):
-        if any(valid(compact(data[s:e])) for s, e in spans(pattern, data)):
-            return True
+        yield from (s for s in spans(pattern, data) if valid(compact(data[s[0] : s[1]])))
     for start, end in spans(_NINE, data):
         digits = compact(data[start:end])
         if _named(data, start, _NINE_CONTEXT) and (_luhn(digits) or _eleven_check(digits)):
-            return True
-    return False
+            yield start, end
 
 
-def passport(text: str) -> bool:
-    data = to_bytes(text)
+def passports(data: bytes) -> Iterator[tuple[int, int]]:
     for _, end in spans(_PASSPORT_CONTEXT, data):
         window = data[end : end + _WINDOW]
         for start, stop in spans(_DOC_NUMBER, window):
             number = compact(window[start:stop])
             if 6 <= len(number) <= 12 and sum(c.isdigit() for c in number) >= 2:
-                return True
-    return False
+                yield end + start, end + stop
 
 
-def date_of_birth(text: str) -> bool:
-    data = to_bytes(text)
-    return any(_DATE.search(data[end : end + _WINDOW]) for _, end in spans(_BIRTH, data))
+def dates_of_birth(data: bytes) -> Iterator[tuple[int, int]]:
+    for _, end in spans(_BIRTH, data):
+        date = _DATE.search(data[end : end + _WINDOW])
+        if date is not None:
+            yield end + date.start(), end + date.end()

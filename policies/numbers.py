@@ -6,9 +6,10 @@ creditor references and version strings from being taken for them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from itertools import chain
 
-from policies.re2text import blank, candidates, compile_unicode, digits_of, spans, to_bytes
+from policies.re2text import blank, compile_unicode, digits_of, spans
 
 # Groups separated by spaces and hyphens; and, looked for apart (so a dot never lengthens a
 # candidate the first pattern finds), by dashes, dots or slashes (NFKC has made a no-break space
@@ -17,10 +18,10 @@ CARD = compile_unicode(r"(?:^|[^\d])((?:\d[ -]?){12,18}\d)(?:[^\d]|$)")
 _CARD_OTHER = compile_unicode(r"(?:^|[^\d])((?:\d[ \x{2010}-\x{2015}./]?){12,18}\d)(?:[^\d]|$)")
 # Never issued: area 000, 666 or 900-999, group 00, serial 0000. [^\D0] is a digit but 0.
 _SSN = compile_unicode(
-    r"(?:^|[^\d])"
+    r"(?:^|[^\d])("
     r"(?:0(?:[^\D0]\d|0[^\D0])|6(?:[^\D6]\d|6[^\D6])|[^\D069]\d\d)"
     r"[- ](?:[^\D0]\d|0[^\D0])"
-    r"[- ](?:[^\D0]\d{3}|0[^\D0]\d\d|00[^\D0]\d|000[^\D0])"
+    r"[- ](?:[^\D0]\d{3}|0[^\D0]\d\d|00[^\D0]\d|000[^\D0]))"
     r"(?:[^\w-]|$)"  # not a reference number's "-B"
 )
 # Nine digits in a row are an SSN only where the text says so just before (an order or account
@@ -65,10 +66,10 @@ def _starts_with_iban(compact: str) -> bool:
     return False
 
 
-def card(text: str) -> bool:
-    data = blank(IBAN, to_bytes(text).upper(), lambda match: match[:2] in IBAN_SHAPED)
-    others = (c for c in candidates(_CARD_OTHER, data) if _one_separator(c))
-    return any(is_card(match) for match in chain(candidates(CARD, data), others))
+def cards(data: bytes) -> Iterator[tuple[int, int]]:
+    data = blank(IBAN, data.upper(), lambda match: match[:2] in IBAN_SHAPED)
+    others = (s for s in spans(_CARD_OTHER, data) if _one_separator(data[s[0] : s[1]]))
+    return (s for s in chain(spans(CARD, data), others) if is_card(data[s[0] : s[1]]))
 
 
 def is_card(candidate: bytes) -> bool:
@@ -84,15 +85,12 @@ def _one_separator(candidate: bytes) -> bool:
     return len({c for c in candidate.decode() if not c.isdecimal() and c != " "}) <= 1
 
 
-def ssn(text: str) -> bool:
-    data = to_bytes(text)
-    if _SSN.search(data) is not None:
-        return True
+def ssns(data: bytes) -> Iterator[tuple[int, int]]:
+    yield from spans(_SSN, data)
     for start, end in spans(_SSN_BARE, data):
         before = data[max(0, start - 40) : start].lower()
         if _issued(digits_of(data[start:end])) and any(word in before for word in _SSN_CONTEXT):
-            return True
-    return False
+            yield start, end
 
 
 def _issued(digits: str) -> bool:
@@ -101,9 +99,9 @@ def _issued(digits: str) -> bool:
     return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
 
 
-def iban(text: str) -> bool:
-    matches = candidates(IBAN, to_bytes(text.upper()))
-    return any(_is_iban(match.replace(b" ", b"")) for match in matches)
+def ibans(data: bytes) -> Iterator[tuple[int, int]]:
+    upper = data.upper()
+    return (s for s in spans(IBAN, upper) if _is_iban(upper[s[0] : s[1]].replace(b" ", b"")))
 
 
 def _is_iban(compact: bytes) -> bool:

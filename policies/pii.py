@@ -20,12 +20,12 @@ from __future__ import annotations
 import functools
 import ipaddress
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 
 from policies import identifiers, numbers, secrets
-from policies.re2text import blank, candidates, compile_unicode, digits_of, spans, to_bytes
+from policies.re2text import Finder, blank, compile_unicode, detector_of, digits_of, spans
 
 log = logging.getLogger("overspill")
 
@@ -64,9 +64,8 @@ _IPV6_FORMS = (
 _IPV6 = compile_unicode(rf"(?:^|[^\w:])({'|'.join(_IPV6_FORMS)})(?:[^\w:]|$)")
 
 
-def _email(text: str) -> bool:
-    data = to_bytes(text)
-    return any(not _in_url_authority(data, start) for start, _ in spans(_EMAIL, data))
+def _emails(data: bytes) -> Iterator[tuple[int, int]]:
+    return (s for s in spans(_EMAIL, data) if not _in_url_authority(data, s[0]))
 
 
 def _in_url_authority(data: bytes, start: int) -> bool:
@@ -78,31 +77,29 @@ def _in_url_authority(data: bytes, start: int) -> bool:
     return b"://" in word and b":" in word.split(b"://", 1)[1]
 
 
-def _phone(text: str) -> bool:
+def _phones(data: bytes) -> Iterator[tuple[int, int]]:
     # Card numbers, IBANs, dates, times and IP addresses are digit groups too, but not phones:
     # the real ones are removed first (a number only shaped like a card may still be a phone).
-    data = blank(numbers.CARD, to_bytes(text), numbers.is_card)
-    data = blank(numbers.IBAN, data.upper(), lambda match: match[:2] in numbers.IBAN_SHAPED)
-    data = blank(_NOT_PHONES, data)
+    clear = blank(numbers.CARD, data, numbers.is_card)
+    clear = blank(numbers.IBAN, clear.upper(), lambda match: match[:2] in numbers.IBAN_SHAPED)
+    clear = blank(_NOT_PHONES, clear)
     for pattern, valid in identifiers.CHECKED_NUMBERS:  # an Aadhaar or NIR checks out: not a phone
-        data = blank(pattern, data, functools.partial(_checks_out, valid))
-    return any(10 <= len(digits_of(match)) <= 15 for match in candidates(_PHONE, data))
+        clear = blank(pattern, clear, functools.partial(_checks_out, valid))
+    return (s for s in spans(_PHONE, clear) if 10 <= len(digits_of(clear[s[0] : s[1]])) <= 15)
 
 
 def _checks_out(valid: Callable[[str], bool], candidate: bytes) -> bool:
     return valid(identifiers.compact(candidate))
 
 
-def _ip(text: str) -> bool:
-    data = to_bytes(text)
+def _ips(data: bytes) -> Iterator[tuple[int, int]]:
     v4 = ((s, e) for s, e in spans(_IPV4, data) if not _versioned(data[max(0, s - 24) : s]))
     for start, end in chain(v4, spans(_IPV6, data)):
         try:
             ipaddress.ip_address(data[start:end].decode())
         except ValueError:
             continue
-        return True
-    return False
+        yield start, end
 
 
 def _versioned(before: bytes) -> bool:
@@ -128,17 +125,22 @@ _VERSION_WORDS = frozenset(
 )
 
 
+# Each finder yields where, in a text's UTF-8 bytes, it finds what it looks for (for redaction);
+# each detector says whether it finds anything (for the level).
+FINDERS: dict[str, Finder] = {
+    "email": _emails,
+    "phone": _phones,
+    "payment_card": numbers.cards,
+    "us_ssn": numbers.ssns,
+    "iban": numbers.ibans,
+    "ip_address": _ips,
+    "secret": secrets.secrets,
+    "national_id": identifiers.national_ids,
+    "passport": identifiers.passports,
+    "date_of_birth": identifiers.dates_of_birth,
+}
 DETECTORS: dict[str, Callable[[str], bool]] = {
-    "email": _email,
-    "phone": _phone,
-    "payment_card": numbers.card,
-    "us_ssn": numbers.ssn,
-    "iban": numbers.iban,
-    "ip_address": _ip,
-    "secret": secrets.found,
-    "national_id": identifiers.national_id,
-    "passport": identifiers.passport,
-    "date_of_birth": identifiers.date_of_birth,
+    name: detector_of(finder) for name, finder in FINDERS.items()
 }
 
 

@@ -72,13 +72,14 @@ def candidates(pattern: Pattern, data: bytes) -> Iterator[bytes]:
 def blank(
     pattern: Pattern, data: bytes, only: Callable[[bytes], bool] = lambda candidate: True
 ) -> bytes:
-    """`data` with each candidate (that `only` accepts) replaced by a space."""
+    """`data` with each candidate (that `only` accepts) replaced by as many spaces: what is
+    found in the result is found at the same place in `data`."""
     pieces: list[bytes] = []
     end = 0
     for start, stop in spans(pattern, data):
         if not only(data[start:stop]):
             continue
-        pieces += (data[end:start], b" ")
+        pieces += (data[end:start], b" " * (stop - start))
         end = stop
     pieces.append(data[end:])
     return b"".join(pieces)
@@ -88,3 +89,15 @@ def digits_of(candidate: bytes) -> str:
     if candidate.isascii():
         return candidate.translate(None, ASCII_NON_DIGITS).decode()
     return "".join(filter(str.isdecimal, candidate.decode()))
+
+
+Finder = Callable[[bytes], Iterator[tuple[int, int]]]
+
+
+def detector_of(finder: Finder) -> Callable[[str], bool]:
+    """A detector from a finder: does it find anything in the text (stopping at the first)."""
+
+    def detects(text: str) -> bool:
+        return next(finder(to_bytes(text)), None) is not None
+
+    return detects

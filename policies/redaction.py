@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 
 import re2  # type: ignore[import-untyped]
 
+from policies.pii import FINDERS
+from policies.re2text import to_bytes
+
 # "<" + a kind in capitals + "_" + a number + ">", the longest it may be.
 MAX_PLACEHOLDER = 40
 _PLACEHOLDER = re2.compile(r"<[A-Z][A-Z_]{0,30}_[0-9]{1,6}>")
@@ -61,9 +64,21 @@ def _matches(text: str) -> Iterable[tuple[int, int]]:
 
 @dataclass(frozen=True)
 class Span:
-    start: int  # character offsets in the text
+    start: int  # byte offsets in the text's UTF-8 (where the finders find)
     end: int
     kind: str  # the detector that found it
+
+
+def found(text: str, enabled: Iterable[str]) -> list[Span]:
+    """Every span the enabled detectors find in `text` (read as the proxy reads it)."""
+    data = to_bytes(text)
+    wanted = set(enabled)
+    return [
+        Span(start, end, name)
+        for name, finder in FINDERS.items()
+        if name in wanted
+        for start, end in finder(data)
+    ]
 
 
 def redacted(text: str, spans: Iterable[Span], placeholders: Placeholders) -> str:
@@ -76,13 +91,15 @@ def redacted(text: str, spans: Iterable[Span], placeholders: Placeholders) -> st
             merged[-1] = Span(last.start, max(last.end, span.end), last.kind)
         else:
             merged.append(span)
-    pieces: list[str] = []
+    data = to_bytes(text)
+    pieces: list[bytes] = []
     pos = 0
     for span in merged:
-        pieces += (text[pos : span.start], placeholders.of(span.kind, text[span.start : span.end]))
+        value = data[span.start : span.end].decode("utf-8", "replace")
+        pieces += (data[pos : span.start], placeholders.of(span.kind, value).encode())
         pos = span.end
-    pieces.append(text[pos:])
-    return "".join(pieces)
+    pieces.append(data[pos:])
+    return b"".join(pieces).decode("utf-8", "replace")
 
 
 @dataclass

@@ -14,11 +14,10 @@ made to take quadratic time by a request). Placeholders are not secrets: `sk-you
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import re2  # type: ignore[import-untyped]
 
-from policies.re2text import spans, to_bytes
+from policies.re2text import spans
 
 _TOKENS = re2.compile(
     r"(?:^|[^A-Za-z0-9_])("
@@ -53,10 +52,6 @@ _ASSIGNED = re2.compile(
 _PLACEHOLDER_WORDS = ("password", "passwd", "secret", "changeme", "example", "your", "xxx", "...")
 
 
-def _groups(pattern: Any, data: bytes) -> Iterator[str]:
-    return (data[start:end].decode() for start, end in spans(pattern, data))
-
-
 def placeholder(value: str) -> bool:
     """A value documentation shows in place of a secret, or a reference to one."""
     lowered = value.lower()
@@ -74,13 +69,18 @@ def _looks_random(value: str) -> bool:
     return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
 
 
-def found(text: str) -> bool:
-    data = to_bytes(text)  # a lone surrogate (JSON allows one) becomes "?"
-    if any(_looks_random(token) and not placeholder(token) for token in _groups(_TOKENS, data)):
-        return True
-    if _PRIVATE_KEY.search(data) is not None:
-        return True
-    if any(_looks_random(v) for p in (_AWS_SECRET, _AZURE_KEY) for v in _groups(p, data)):
-        return True
-    passwords = (_URL_PASSWORD, _KEY_VALUE_PASSWORD, _ASSIGNED)
-    return any(not placeholder(v) for p in passwords for v in _groups(p, data))
+def secrets(data: bytes) -> Iterator[tuple[int, int]]:
+    """Where credentials are in `data` (UTF-8)."""
+    for start, end in spans(_TOKENS, data):
+        token = data[start:end].decode()
+        if _looks_random(token) and not placeholder(token):
+            yield start, end
+    yield from spans(_PRIVATE_KEY, data)
+    for pattern in (_AWS_SECRET, _AZURE_KEY):
+        yield from (s for s in spans(pattern, data) if _looks_random(_text(data, s)))
+    for pattern in (_URL_PASSWORD, _KEY_VALUE_PASSWORD, _ASSIGNED):
+        yield from (s for s in spans(pattern, data) if not placeholder(_text(data, s)))
+
+
+def _text(data: bytes, span: tuple[int, int]) -> str:
+    return data[span[0] : span[1]].decode("utf-8", "replace")
