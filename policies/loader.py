@@ -247,7 +247,7 @@ class _PolicyReader(Reader):
             cloud = self.names(cloud, f"{path}.cloud")
             self.known(cloud, clouds, f"{path}.cloud", "cloud target")
         # a missing name is reported already
-        return PrivacyLevel(values["name"] or "", cloud, values["cache"])
+        return PrivacyLevel(values["name"] or "", cloud, values["cache"], values["redact"])
 
     def tenants(
         self, document: dict[str, Any], privacy: Privacy, priorities: Priorities

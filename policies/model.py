@@ -198,6 +198,9 @@ class PrivacyLevel:
     # Cached answers are always scoped to the tenant. "tenant": cached only for a known tenant
     # (never in the scope shared by requests that name none); "none": never cached.
     cache: Literal["any", "tenant", "none"] = "any"
+    # To a cloud target only redacted: what the detectors find leaves as typed placeholders,
+    # restored in the answer before the client sees it.
+    redact: bool = False
 
     def allows(self, cloud_target: str) -> bool:
         if self.cloud == "any":

@@ -31,7 +31,8 @@ MEDIA_PART_TYPES = frozenset(
 _DATA_URL = "data:"
 _BASE64_MARK = ";base64,"
 # The fields of a media part that hold its bytes (base64), whatever the part's type.
-_DATA_FIELDS = (".data", ".file_data")
+MEDIA_DATA_FIELDS = ("data", "file_data")
+_DATA_FIELDS = tuple(f".{name}" for name in MEDIA_DATA_FIELDS)
 _NAME = " (field name)"  # a field name's path: the field's path and this
 
 
@@ -89,7 +90,7 @@ def _walk(value: Any, path: str) -> Iterator[tuple[str, str, bool]]:
     while stack:
         item, where, in_media = stack.pop()
         if isinstance(item, str):
-            yield where, item, _is_data(item) or (in_media and where.endswith(_DATA_FIELDS))
+            yield where, item, is_data_url(item) or (in_media and where.endswith(_DATA_FIELDS))
         elif isinstance(item, list):
             stack.extend(
                 (child, f"{where}[{i}]", in_media) for i, child in reversed(list(enumerate(item)))
@@ -102,5 +103,5 @@ def _walk(value: Any, path: str) -> Iterator[tuple[str, str, bool]]:
                 stack.append((key, place + _NAME, False))
 
 
-def _is_data(text: str) -> bool:
+def is_data_url(text: str) -> bool:
     return text.startswith(_DATA_URL) and _BASE64_MARK in text[:256]

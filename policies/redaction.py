@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import re2  # type: ignore[import-untyped]
 
-from policies.pii import FINDERS
+from policies.payload import MEDIA_DATA_FIELDS, MEDIA_PART_TYPES, is_data_url, normalized
+from policies.pii import FINDERS, SCAN_LIMIT_CHARS
 from policies.re2text import to_bytes
 
 # "<" + a kind in capitals + "_" + a number + ">", the longest it may be.
@@ -133,3 +135,43 @@ def _unfinished_tail(text: str) -> int:
     if ">" in tail or not all(c.isupper() or c.isdigit() or c == "_" for c in tail):
         return len(text)
     return start
+
+
+class NotRedactable(Exception):
+    """What a request carries cannot all be redacted (a field name holds personal data, or the
+    text runs past the scan limit): it may not leave redacted either."""
+
+
+def redacted_body(
+    body: dict[str, Any], enabled: Iterable[str], limit: int = SCAN_LIMIT_CHARS
+) -> tuple[dict[str, Any], Placeholders]:
+    """A copy of `body` whose strings (normalised as the detectors read them) carry placeholders
+    where the enabled detectors found something; the model's name is left as it is."""
+    names = list(enabled)
+    places = Placeholders()
+    budget = [limit]
+
+    def walk(value: Any, is_key: bool = False, media: bool = False) -> Any:
+        if isinstance(value, str):
+            if media or is_data_url(value):
+                return value  # media bytes: never read as text, and left whole
+            text = normalized(value)
+            budget[0] -= len(text)
+            if budget[0] < 0:
+                raise NotRedactable(f"text beyond the scan limit ({limit} characters)")
+            spans = found(text, names)
+            if spans and is_key:
+                raise NotRedactable("personal data in a field name")
+            return redacted(text, spans, places) if spans else value
+        if isinstance(value, list):
+            return [walk(item) for item in value]
+        if isinstance(value, dict):
+            in_media = value.get("type") in MEDIA_PART_TYPES
+            return {
+                walk(k, is_key=True): walk(v, media=in_media and k in MEDIA_DATA_FIELDS)
+                for k, v in value.items()
+            }
+        return value
+
+    copy = {key: (value if key == "model" else walk(value)) for key, value in body.items()}
+    return copy, places

@@ -129,6 +129,7 @@ LEVEL = {
     "name": Spec(str, "a string", check=_name),
     "cloud": Spec((str, list), '"any", "none" or a list of cloud target names', "any"),
     "cache": Spec(str, '"any", "tenant" or "none"', "any", _one_of("any", "tenant", "none")),
+    "redact": Spec(bool, "true or false", False),
 }
 TENANT = {
     "name": Spec(str, "a string", check=_name),

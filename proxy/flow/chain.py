@@ -64,8 +64,11 @@ class Chain:
         failures = list(plan.reasons)
         last_error: UpstreamError | None = None
         for index, target in enumerate(plan.targets):
-            if not self.legs[target.kind].may_carry(trip.level, target):
-                continue  # decide() never plans this; checked again because it must never happen
+            if not self.legs[target.kind].may_carry(trip.level, target, trip.request):
+                # decide() plans no target the level forbids (checked again all the same); a
+                # level that leaves only redacted needs a request that can all be redacted
+                failures.append(f"privacy={trip.level}: {target.name} may not take this request")
+                continue
             try:
                 return await self._try(trip, target, plan.targets[index + 1 :], turn)
             except TargetRefused as refused:
@@ -95,7 +98,7 @@ class Chain:
         prefill of the same prompt)."""
 
         async def opener() -> Answer:
-            return await leg.open(target, trip.request, trip.request_id, trip.tenant)
+            return await leg.open(target, trip.request, trip.request_id, trip.tenant, trip.level)
 
         breaker, clock, retry = self.breakers[target.name], self.runtime.clock, self.policy.retry
         async with leg.prefilling(target, trip.prompt, trip.request.stream):

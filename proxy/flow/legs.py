@@ -9,6 +9,7 @@ engine kind or a cloud kind touches this module, not the pipeline.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
@@ -17,16 +18,20 @@ from typing import Protocol
 
 from policies.decide import Target
 from policies.model import Policy, Tenant
+from policies.redaction import NotRedactable, redacted_body
 from proxy.errors import UpstreamUnavailable
 from proxy.flow.affinity import Prompt
 from proxy.flow.runtime import Runtime
 from proxy.legs.answer import Answer
+from proxy.legs.restored import RestoredAnswer
 from proxy.schema import ProxyRequest
 
 
 class Leg(Protocol):
-    def may_carry(self, level: str, target: Target) -> bool:
-        """Whether a request of this privacy level may travel to `target`."""
+    def may_carry(self, level: str, target: Target, request: ProxyRequest | None = None) -> bool:
+        """Whether a request of this privacy level may travel to `target` (and, given the
+        request, whether this one may: a level that leaves only redacted needs text that can
+        all be redacted)."""
         ...
 
     def hold(self, target: Target, request: ProxyRequest) -> AbstractContextManager[None]:
@@ -40,7 +45,12 @@ class Leg(Protocol):
         ...
 
     async def open(
-        self, target: Target, request: ProxyRequest, request_id: str, tenant: Tenant | None
+        self,
+        target: Target,
+        request: ProxyRequest,
+        request_id: str,
+        tenant: Tenant | None,
+        level: str,
     ) -> Answer:
         """One try: the answer's head (a stream's body still to come), or an UpstreamError."""
         ...
@@ -61,7 +71,7 @@ class LocalLeg:
             if backend.api_key_env
         }
 
-    def may_carry(self, level: str, target: Target) -> bool:
+    def may_carry(self, level: str, target: Target, request: ProxyRequest | None = None) -> bool:
         return True  # local engines are where every level may go
 
     @contextlib.contextmanager
@@ -80,7 +90,12 @@ class LocalLeg:
             affinity.leave(target.name, led)
 
     async def open(
-        self, target: Target, request: ProxyRequest, request_id: str, tenant: Tenant | None
+        self,
+        target: Target,
+        request: ProxyRequest,
+        request_id: str,
+        tenant: Tenant | None,
+        level: str,
     ) -> Answer:
         backend = self.runtime.backends[target.name].config
         headers = {
@@ -108,8 +123,17 @@ class CloudLeg:
     policy: Policy
     runtime: Runtime
 
-    def may_carry(self, level: str, target: Target) -> bool:
-        return self.policy.privacy.level(level).allows(target.name)
+    def may_carry(self, level: str, target: Target, request: ProxyRequest | None = None) -> bool:
+        privacy = self.policy.privacy
+        if not privacy.level(level).allows(target.name):
+            return False
+        if request is None or not privacy.level(level).redact:
+            return True
+        try:
+            redacted_body(request.body, privacy.detectors)
+        except NotRedactable:
+            return False
+        return True
 
     def hold(self, target: Target, request: ProxyRequest) -> AbstractContextManager[None]:
         return contextlib.nullcontext()
@@ -120,17 +144,27 @@ class CloudLeg:
         return contextlib.nullcontext()
 
     async def open(
-        self, target: Target, request: ProxyRequest, request_id: str, tenant: Tenant | None
+        self,
+        target: Target,
+        request: ProxyRequest,
+        request_id: str,
+        tenant: Tenant | None,
+        level: str,
     ) -> Answer:
         def charge(usd: float) -> None:
             self.runtime.gate.spend(tenant, usd)
 
+        privacy = self.policy.privacy
+        placeholders = None
+        if privacy.level(level).redact:  # may_carry saw it could all be redacted
+            body, placeholders = redacted_body(request.body, privacy.detectors)
+            request = dataclasses.replace(request, body=body)
         cloud = self.policy.cloud(target.name)
         unlisted = self.policy.server.unlisted_params
-        send_user = self.policy.privacy.send_user
-        return await self.runtime.cloud.open(
-            cloud, request, request_id, charge, unlisted, send_user
+        answer: Answer = await self.runtime.cloud.open(
+            cloud, request, request_id, charge, unlisted, privacy.send_user
         )
+        return answer if placeholders is None else RestoredAnswer(answer, placeholders)
 
 
 def legs(policy: Policy, runtime: Runtime) -> dict[str, Leg]:

@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 Personality = Literal["vllm", "ollama", "cloud"]
 PERSONALITIES: tuple[Personality, ...] = ("vllm", "ollama", "cloud")
-OutputDistribution = Literal["fixed", "uniform", "exponential"]
+# "echo": the answer repeats the request's last message (tests of what passes through a proxy)
+OutputDistribution = Literal["fixed", "uniform", "exponential", "echo"]
 
 
 class ProfileError(ValueError):
@@ -96,9 +97,9 @@ def _problems(profile: EngineProfile) -> list[str]:
         problems.append(f"rate_limit_rpm must be at least 1, got {profile.rate_limit_rpm}")
     if profile.kv_tokens < profile.block_size:
         problems.append("kv_tokens must hold at least one block")
-    if profile.output_distribution not in ("fixed", "uniform", "exponential"):
+    if profile.output_distribution not in ("fixed", "uniform", "exponential", "echo"):
         problems.append(
-            f"output_distribution must be fixed, uniform or exponential, "
+            f"output_distribution must be fixed, uniform, exponential or echo, "
             f"got {profile.output_distribution!r}"
         )
     return problems

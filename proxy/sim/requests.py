@@ -7,13 +7,14 @@ are accepted and ignored, as an engine that supports them would not fail on them
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from proxy.endpoints import check_message, check_messages
 from proxy.errors import BadRequest
-from proxy.sim.tokens import render_chat
+from proxy.sim.tokens import message_text, render_chat
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class GenerationRequest:
     stream: bool
     include_usage: bool
     keep_alive_s: float | None = None  # Ollama only
+    echo: str = ""  # the last message's text, or the prompt: what an echo profile answers
 
 
 @dataclass(frozen=True)
@@ -37,11 +39,13 @@ class EmbeddingRequest:
 
 def parse_chat(body: dict[str, Any]) -> GenerationRequest:
     messages = check_messages(body.get("messages"))
-    return _generation(body, render_chat(messages), _max_tokens(body))
+    request = _generation(body, render_chat(messages), _max_tokens(body))
+    return dataclasses.replace(request, echo=message_text(messages[-1]))
 
 
 def parse_completion(body: dict[str, Any]) -> GenerationRequest:
-    return _generation(body, _completion_prompt(body.get("prompt")), _max_tokens(body, 16))
+    prompt = _completion_prompt(body.get("prompt"))
+    return dataclasses.replace(_generation(body, prompt, _max_tokens(body, 16)), echo=prompt)
 
 
 def parse_embeddings(body: dict[str, Any]) -> EmbeddingRequest:

@@ -21,7 +21,7 @@ from proxy.sim.models import ModelHost, unknown_model
 from proxy.sim.profile import EngineProfile, Personality
 from proxy.sim.recorder import RequestLog
 from proxy.sim.requests import GenerationRequest
-from proxy.sim.tokens import natural_length, plan_output, request_seed, tokenize
+from proxy.sim.tokens import OutputPlan, natural_length, plan_output, request_seed, tokenize
 
 
 class ContextTooLong(BadRequest):
@@ -104,6 +104,9 @@ class Simulator:
         if limit is None and natural > room:
             limit = room  # an answer that would overflow the context is cut: finish "length"
         output = plan_output(seed, limit, natural, request.stop)
+        if self.profile.output_distribution == "echo":
+            said = tuple(tokenize(request.echo)[:limit] if limit else tokenize(request.echo))
+            output = OutputPlan(said or (" ",), "stop")
         return Sequence(prompt, output, arrival=self.clock(), streaming=streaming)
 
     def embedding_sequences(self, engine: Engine, texts: tuple[str, ...]) -> list[Sequence]:

@@ -22,15 +22,18 @@ from tests.policy_texts import EVERY_DETECTOR_RESTRICTED
 from tests.processes import Process, backend_toml, cloud_toml, engine_flags, proxy, sim
 
 CLOUD = engine_flags(personality="cloud", decode_base_ms=1, output_tokens=4)
-POLICY = (
-    """
+# Model "m" goes to the cloud target "mini" when no local engine can take it.
+TO_THE_CLOUD = """
 [server]
 probe_interval_s = 0.2
 
 [[routes]]
 model = "m"
 cloud = ["mini"]
-
+"""
+POLICY = (
+    TO_THE_CLOUD
+    + """
 [privacy]
 levels = [{ name = "public" }, { name = "restricted", cloud = "none" }]
 {media}
@@ -164,3 +167,54 @@ def test_the_media_level_keeps_images_local() -> None:
         assert refused.headers["x-overspill-privacy"] == "restricted"
         assert "media at messages[0].content[1].image_url.url" in refused.text
         assert kept.received() == []
+
+
+ECHO_CLOUD = engine_flags(personality="cloud", decode_base_ms=1, output_distribution="echo")
+REDACTING = (
+    TO_THE_CLOUD
+    + """
+[privacy]
+levels = [{ name = "public" }, { name = "personal", redact = true }]
+[privacy.detectors]
+email = "personal"
+phone = "personal"
+payment_card = "personal"
+"""
+)
+PERSONAL = "Write to jane.doe@example.com or call +44 20 7946 0958 about card 4111 1111 1111 1111."
+
+
+@pytest.fixture(scope="module")
+def redacting() -> Iterator[Leaving]:
+    """The local engine is down; the cloud answers by repeating the last message it got."""
+    with sim(*ECHO_CLOUD) as cloud:
+        down = backend_toml("gone", "vllm", "http://127.0.0.1:9", {"m": "m"})
+        with proxy(down + cloud_toml("mini", cloud.url) + REDACTING) as p:
+            yield Leaving(p, cloud)
+
+
+def test_redacted_personal_data_overflows_as_placeholders_and_comes_back_whole(
+    redacting: Leaving,
+) -> None:
+    answer = sdk(redacting.proxy.url, []).chat.completions.with_raw_response.create(
+        model="m", messages=[{"role": "user", "content": PERSONAL}]
+    )
+    assert answer.headers["x-overspill-route"] == "cloud/mini"
+    assert answer.parse().choices[0].message.content == PERSONAL
+    left = redacting.received()[-1]["body"]["messages"][0]["content"]
+    assert left == "Write to <EMAIL_1> or call <PHONE_1> about card <PAYMENT_CARD_1>."
+
+
+def test_a_redacted_stream_is_restored_though_placeholders_arrive_in_pieces(
+    redacting: Leaving,
+) -> None:
+    """The echo streams a placeholder as several tokens ("<", "EMAIL", "_", "1", ">")."""
+    stream = sdk(redacting.proxy.url, []).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": PERSONAL}], stream=True
+    )
+    pieces = [chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices]
+    assert "".join(pieces) == PERSONAL
+    assert len([piece for piece in pieces if piece]) > 5  # it did stream, piece by piece
+    left = redacting.received()[-1]["body"]["messages"][0]["content"]
+    assert "jane.doe" not in left
+    assert "4111" not in left

@@ -102,11 +102,13 @@ class Engines:
 
 
 class ScriptedCloud(Cloud):
-    """The cloud leg without litellm: answers every call, and records what it was sent."""
+    """The cloud leg without litellm: answers every call, and records what it was sent. With
+    `echo`, the answer repeats the last message it received (to see placeholders come back)."""
 
-    def __init__(self) -> None:
+    def __init__(self, echo: bool = False) -> None:
         super().__init__()
         self.received: list[dict[str, Any]] = []
+        self.echo = echo
 
     async def open(
         self,
@@ -119,7 +121,8 @@ class ScriptedCloud(Cloud):
     ) -> CloudAnswer:
         self.received.append(request.body)
         charge(PRICE_USD)
-        return CloudAnswer(target.name, False, chat_answer(f"from {target.name}"))
+        said = request.body["messages"][-1]["content"] if self.echo else f"from {target.name}"
+        return CloudAnswer(target.name, False, chat_answer(said))
 
 
 POLICY = """

@@ -324,3 +324,38 @@ async def test_a_scan_past_its_deadline_counts_as_a_detection(
     assert sent.record.privacy_because == ("email: not scanned in time: restricted",)
     assert h.pipeline.runtime.scans.timed_out == 1
     assert h.cloud.received == []
+
+
+REDACTED = (
+    POLICY.replace(
+        'levels = [{ name = "public" }, { name = "restricted", cloud = "none" }]',
+        'levels = [{ name = "public" }, { name = "personal", redact = true },'
+        ' { name = "restricted", cloud = "none" }]',
+    )
+    + '\n[privacy.detectors]\nemail = "personal"\nphone = "personal"\n'
+)
+
+
+async def test_a_redacting_level_sends_placeholders_and_the_client_reads_the_values() -> None:
+    h = harness({"a": [refused()], "b": [refused()]}, REDACTED)
+    h.cloud.echo = True
+    for monitor in h.pipeline.runtime.backends.monitors.values():  # only the cloud is left
+        monitor.healthy, monitor.error = False, "probe failed"
+    text = "Mail jane@example.com or call +44 20 7946 0958; jane@example.com again"
+    sent = await h.send(ask(text))
+    assert sent.status == 200
+    assert sent.headers["x-overspill-route"] == "cloud/mini"
+    left = h.cloud.received[0]["messages"][0]["content"]
+    assert left == "Mail <EMAIL_1> or call <PHONE_1>; <EMAIL_1> again"
+    assert sent.json["choices"][0]["message"]["content"] == text
+
+
+async def test_what_cannot_all_be_redacted_does_not_leave() -> None:
+    h = harness({"a": [refused()], "b": [refused()]}, REDACTED)
+    for monitor in h.pipeline.runtime.backends.monitors.values():
+        monitor.healthy, monitor.error = False, "probe failed"
+    body = {**ask("hello"), "metadata": {"jane@example.com": "a key that names her"}}
+    sent = await h.send(body)
+    assert sent.status == 503
+    assert "mini may not take this request" in sent.json["error"]["message"]
+    assert h.cloud.received == []
