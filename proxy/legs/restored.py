@@ -32,7 +32,9 @@ class RestoredAnswer:
         return self.inner.status
 
     def headers(self) -> list[tuple[bytes, bytes]]:
-        return self.inner.headers()
+        """The cloud's, and how many values left as placeholders (never which)."""
+        count = str(len(self.placeholders.values)).encode()
+        return [*self.inner.headers(), (b"x-overspill-redacted", count)]
 
     async def read(self) -> bytes:
         body = await self.inner.read()

@@ -345,6 +345,7 @@ async def test_a_redacting_level_sends_placeholders_and_the_client_reads_the_val
     sent = await h.send(ask(text))
     assert sent.status == 200
     assert sent.headers["x-overspill-route"] == "cloud/mini"
+    assert sent.headers["x-overspill-redacted"] == "2"  # two values, one of them twice
     left = h.cloud.received[0]["messages"][0]["content"]
     assert left == "Mail <EMAIL_1> or call <PHONE_1>; <EMAIL_1> again"
     assert sent.json["choices"][0]["message"]["content"] == text
