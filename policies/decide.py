@@ -179,6 +179,8 @@ def _cloud_chain(
             reasons.append(f"breaker open: {name} ({blocked[name]})")
         else:
             chain.append(Target("cloud", name, policy.cloud(name).model))
+            if level.redact:
+                reasons.append(f"privacy={facts.privacy}: cloud {name} only redacted")
     return chain
 
 

@@ -15,8 +15,14 @@ from typing import Any
 
 import re2  # type: ignore[import-untyped]
 
-from policies.payload import MEDIA_DATA_FIELDS, MEDIA_PART_TYPES, is_data_url, normalized
-from policies.pii import FINDERS, SCAN_LIMIT_CHARS
+from policies.payload import (
+    MEDIA_DATA_FIELDS,
+    MEDIA_PART_TYPES,
+    is_data_url,
+    normalized,
+    payload_of,
+)
+from policies.pii import FINDERS, SCAN_LIMIT_CHARS, scan
 from policies.re2text import to_bytes
 
 # "<" + a kind in capitals + "_" + a number + ">", the longest it may be.
@@ -147,7 +153,14 @@ def redacted_body(
 ) -> tuple[dict[str, Any], Placeholders]:
     """A copy of `body` whose strings (normalised as the detectors read them) carry placeholders
     where the enabled detectors found something; the model's name is left as it is."""
-    names = list(enabled)
+    # One joined scan says which detectors find anything at all; only those look for where,
+    # text by text (most requests carry nothing, and pay the one scan).
+    scanned = scan(payload_of(body).texts, enabled, limit)
+    if scanned.unscanned:
+        raise NotRedactable(f"text beyond the scan limit ({limit} characters)")
+    names = list(scanned.detected)
+    if not names:
+        return body, Placeholders()
     places = Placeholders()
     budget = [limit]
 

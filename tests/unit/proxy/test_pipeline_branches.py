@@ -8,11 +8,13 @@ import asyncio
 import hashlib
 import threading
 
+import orjson
 import pytest
 
 from policies.pii import DETECTORS
 from proxy.errors import Forbidden, Unauthorized
 from proxy.flow.caller import OFFLOAD_SCAN_BYTES
+from proxy.schema import parse_request
 from tests.fakes import until
 from tests.unit.proxy.pipeline_harness import POLICY, ask, chat_answer, harness, refused, status
 from tests.waits import DEADLINE_S
@@ -349,6 +351,8 @@ async def test_a_redacting_level_sends_placeholders_and_the_client_reads_the_val
     left = h.cloud.received[0]["messages"][0]["content"]
     assert left == "Mail <EMAIL_1> or call <PHONE_1>; <EMAIL_1> again"
     assert sent.json["choices"][0]["message"]["content"] == text
+    _, plan = await h.pipeline.explain(parse_request("chat", orjson.dumps(ask(text))), {})
+    assert "privacy=personal: cloud mini only redacted" in plan.reasons  # explain says so
 
 
 async def test_what_cannot_all_be_redacted_does_not_leave() -> None:
