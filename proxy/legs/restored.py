@@ -85,21 +85,23 @@ class RestoredAnswer:
         for holder, key, label in _texts(delta):
             unmasker = self._unmaskers.setdefault((index, label), Unmasker(self.placeholders))
             holder[key] = unmasker.feed(holder[key]) + (unmasker.flush() if finished else "")
-        if finished:  # a tail held back in a key this last delta did not carry
-            for (held_index, key), unmasker in self._unmaskers.items():
-                if held_index == index and key == "content" and "content" not in delta:
-                    rest = unmasker.flush()
-                    if rest:
-                        delta["content"] = rest
-                        choice["delta"] = delta
+        if finished:  # a tail held back in a field this last delta did not carry
+            carried = {label for _, _, label in _texts(delta)}
+            for (held_index, label), unmasker in self._unmaskers.items():
+                rest = unmasker.flush() if held_index == index and label not in carried else ""
+                if rest:
+                    _give_back(delta, label, rest)
+                    choice["delta"] = delta
 
     def _held(self) -> bytes:
         """Whatever is still held back at the end of the stream, as one last event."""
         choices = []
-        for (index, key), unmasker in self._unmaskers.items():
+        for (index, label), unmasker in self._unmaskers.items():
             rest = unmasker.flush()
-            if rest and key == "content":
-                choices.append({"index": index, "delta": {"content": rest}})
+            if rest:
+                delta: dict[str, Any] = {}
+                _give_back(delta, label, rest)
+                choices.append({"index": index, "delta": delta})
         if not choices:
             return b""
         return (
@@ -121,3 +123,13 @@ def _texts(message: dict[str, Any]) -> list[tuple[dict[str, Any], str, str]]:
             label = f"tool_calls[{call.get('index', position)}]"
             found.append((function, "arguments", label))
     return found
+
+
+def _give_back(delta: dict[str, Any], label: str, rest: str) -> None:
+    """Add held-back text to a delta, in the field its label names."""
+    if label == "content":
+        delta["content"] = (delta.get("content") or "") + rest
+        return
+    call_index = int(label.removeprefix("tool_calls[").removesuffix("]"))
+    calls = delta.setdefault("tool_calls", [])
+    calls.append({"index": call_index, "function": {"arguments": rest}})
