@@ -47,20 +47,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.prefix_burst import (
-    MODEL,
-    Arrival,
     Background,
-    Counters,
-    Outcome,
     Run,
-    body,
     burst_table,
     coalescing,
-    config,
     engine_coalescing,
     fmt_s,
-    proxy,
     real_engine,
+)
+from bench.prefix_workload import (
+    MODEL,
+    Arrival,
+    Counters,
+    Outcome,
+    body,
+    config,
+    proxy,
     replay,
     shared_prefix,
     sim_counters,
