@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from policies.apikeys import FORMS, declared_digest
+from policies.entities import ENTITY_DETECTORS
 from policies.model import (
     Auth,
     Backend,
@@ -90,6 +91,10 @@ def parse_policy(
     if reader.problems:
         raise PolicyError(source, reader.problems)
     return policy
+
+
+# The pattern detectors, then those that need the names model (the ner extra).
+_KNOWN_DETECTORS = (*DETECTORS, *ENTITY_DETECTORS)
 
 
 class _PolicyReader(Reader):
@@ -211,8 +216,9 @@ class _PolicyReader(Reader):
         detectors = {}
         for detector, level in values["detectors"].items():
             path = f"privacy.detectors.{detector}"
-            if detector not in DETECTORS:
-                self.problem(path, f"unknown detector (expected one of {', '.join(DETECTORS)})")
+            if detector not in _KNOWN_DETECTORS:
+                known = ", ".join(_KNOWN_DETECTORS)
+                self.problem(path, f"unknown detector (expected one of {known})")
             elif level not in names:
                 self.problem(path, f"unknown level {level!r} (levels: {', '.join(sorted(names))})")
             else:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 
-from policies import identifiers, numbers, secrets
+from policies import addresses, identifiers, numbers, secrets
 from policies.re2text import Finder, blank, compile_unicode, detector_of, digits_of, spans
 
 log = logging.getLogger("overspill")
@@ -138,6 +138,7 @@ FINDERS: dict[str, Finder] = {
     "national_id": identifiers.national_ids,
     "passport": identifiers.passports,
     "date_of_birth": identifiers.dates_of_birth,
+    "street_address": addresses.street_addresses,
 }
 DETECTORS: dict[str, Callable[[str], bool]] = {
     name: detector_of(finder) for name, finder in FINDERS.items()

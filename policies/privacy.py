@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from policies.entities import Found
 from policies.model import Privacy, Tenant, UnknownName
 from policies.payload import Payload, payload_of
 from policies.pii import Scan, fires, scan
@@ -59,6 +60,16 @@ def classify(
     level = privacy.levels[strictest].name
     reasons = tuple(f"{source}: {name}" for name, source in claims if name == level)
     return Classification(level, reasons)
+
+
+def raised(privacy: Privacy, level: str, found: Found) -> Classification:
+    """The level once the names model has read a request about to leave (policies/entities.py):
+    `level` (what the request was classified as), or stricter where an entity detector fired."""
+    claims = [(level, "as classified")]
+    claims += [(privacy.detectors[name], found.reason(name)) for name in found.fired]
+    strictest = max(privacy.strictness(name) for name, _ in claims)
+    name = privacy.levels[strictest].name
+    return Classification(name, tuple(f"{why}: {n}" for n, why in claims[1:] if n == name))
 
 
 def _named(

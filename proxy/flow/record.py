@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from policies.privacy import Classification
     from proxy.flow.caching import Head
     from proxy.flow.usage import Usage
 
@@ -41,6 +42,13 @@ class Record:
         """Why the request goes where it goes, and what set its privacy level (never a value
         that a detector found): for the headers and the access log."""
         self.reasons, self.privacy, self.privacy_because = reasons, privacy, because
+
+    def note_raised(self, raised: Classification | None) -> None:
+        """The names model, reading what would leave, found the request stricter than its
+        level said (proxy/flow/legs.py)."""
+        if raised is not None:
+            self.privacy = raised.level
+            self.privacy_because = (*self.privacy_because, *raised.reasons)
 
     def note_request(self, tenant: str, model: str) -> None:
         self.tenant, self.model = tenant, model

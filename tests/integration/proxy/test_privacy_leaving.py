@@ -39,6 +39,8 @@ levels = [{ name = "public" }, { name = "restricted", cloud = "none" }]
 {media}
 """
     + EVERY_DETECTOR_RESTRICTED
+    # the names model's detectors too (the ner extra: Presidio on a spaCy model)
+    + 'person = "restricted"\nmedical = "restricted"\n'
 )
 
 
@@ -91,6 +93,11 @@ DISGUISED = [
     "Aadhaar 2345\u00a06789\u00a00124",  # another, with no-break spaces
     "passport no. K4829175, expiring 2031",
     "Patient born on 12 May 1999, please file it",  # a date of birth
+    "Please send the contract to Bartholomew Okonkwo before Friday.",  # a person's name
+    "Our new hire Gwendolyn Ashworth starts on Monday; draft a welcome note.",
+    "My son was diagnosed with epilepsy in March; what should his school know?",  # health
+    "Ship the spare part to 17 Larch Avenue, Dayton OH 45402",  # a street address
+    "Adresse: Kastanienallee 23, 10435 Berlin",
 ]
 
 
@@ -116,6 +123,9 @@ NEAR_MISSES = [
     "ISBN 978-3-16-148410-0, second edition",
     "uuid 123e4567-e89b-12d3-a456-426614174000",
     "meet on 2024-05-01 at 12:30",
+    "Hi Sam, can you rephrase this so it sounds friendlier?",  # a first name alone
+    "What is the usual dose of ibuprofen for adults?",  # medicine, about nobody
+    "Is Oxford Street busy on Saturdays?",  # a street, no address
 ]
 
 
@@ -179,9 +189,13 @@ levels = [{ name = "public" }, { name = "personal", redact = true }]
 email = "personal"
 phone = "personal"
 payment_card = "personal"
+person = "personal"
 """
 )
-PERSONAL = "Write to jane.doe@example.com or call +44 20 7946 0958 about card 4111 1111 1111 1111."
+PERSONAL = (
+    "Please send the contract to Bartholomew Okonkwo at jane.doe@example.com or call"
+    " +44 20 7946 0958 about card 4111 1111 1111 1111."
+)
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +216,10 @@ def test_redacted_personal_data_overflows_as_placeholders_and_comes_back_whole(
     assert answer.headers["x-overspill-route"] == "cloud/mini"
     assert answer.parse().choices[0].message.content == PERSONAL
     left = redacting.received()[-1]["body"]["messages"][0]["content"]
-    assert left == "Write to <EMAIL_1> or call <PHONE_1> about card <PAYMENT_CARD_1>."
+    assert left == (
+        "Please send the contract to <PERSON_1> at <EMAIL_1> or call <PHONE_1> about card"
+        " <PAYMENT_CARD_1>."
+    )
 
 
 def test_a_redacted_stream_is_restored_though_placeholders_arrive_in_pieces(
@@ -218,3 +235,4 @@ def test_a_redacted_stream_is_restored_though_placeholders_arrive_in_pieces(
     left = redacting.received()[-1]["body"]["messages"][0]["content"]
     assert "jane.doe" not in left
     assert "4111" not in left
+    assert "Okonkwo" not in left

@@ -201,7 +201,7 @@ INVALID = [
         "privacy.detectors.blood_type",
         7,
         "unknown detector (expected one of email, phone, payment_card, us_ssn, iban, ip_address, "
-        "secret, national_id, passport, date_of_birth)",
+        "secret, national_id, passport, date_of_birth, street_address, person, medical)",
     ),
     invalid(
         "duplicate cloud names",

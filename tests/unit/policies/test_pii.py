@@ -116,6 +116,13 @@ POSITIVES = [
     case("born on 12 May 1999 in Leeds", "date_of_birth"),
     case('{"birth_date": "1972-12-05"}', "date_of_birth"),
     case("née le 12/04/1990 à Lyon", "date_of_birth"),
+    case("deliver to 1600 Pennsylvania Avenue NW, Washington", "street_address"),
+    case("my flat is at 221B Baker Street, London", "street_address"),
+    case("Return it to 12 Rue de la Paix, 75002 Paris", "street_address"),
+    case("Wir wohnen in der Goethestraße 7a, 80336 München", "street_address"),
+    case("Ufficio: Via Roma 45, 00184 Roma", "street_address"),
+    case("Het kantoor zit op Keizersgracht 123-2 in Amsterdam", "street_address"),
+    case('{"line1": "88 Harbour Road", "city": "Cork"}', "street_address"),
 ]
 
 # (text, the detector it nearly looks like): none of the detectors fires.
@@ -199,6 +206,12 @@ NEGATIVES = [
     case("Schedule the retro for 14 March 2027", "date_of_birth"),
     case("released on 2026-11-20", "date_of_birth"),
     case("When was Marie Curie born?", "date_of_birth"),
+    case("Is Oxford Street busy on Saturdays?", "street_address"),
+    case("We walked 3 miles along the river", "street_address"),
+    case("install it via pip 23 or later", "street_address"),
+    case("Route 66 crosses 8 states", "street_address"),
+    case("String 3 of the guitar is out of tune", "street_address"),
+    case("Meet in Building 5, Room 3.14", "street_address"),
 ]
 
 
@@ -231,6 +244,7 @@ def test_detectors_are_listed_in_a_fixed_order() -> None:
         "national_id",
         "passport",
         "date_of_birth",
+        "street_address",
     ]
 
 

@@ -362,5 +362,6 @@ async def test_what_cannot_all_be_redacted_does_not_leave() -> None:
     body = {**ask("hello"), "metadata": {"jane@example.com": "a key that names her"}}
     sent = await h.send(body)
     assert sent.status == 503
-    assert "mini may not take this request" in sent.json["error"]["message"]
+    why = "privacy=personal leaves only redacted: personal data in a field name"
+    assert f"mini may not take it ({why})" in sent.json["error"]["message"]
     assert h.cloud.received == []

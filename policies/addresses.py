@@ -1,0 +1,63 @@
+"""Street addresses in request text (pure): a house number beside a street.
+
+An address is told from other text by its shape, not by a list of places: a number next to a
+name that ends in (or starts with) a street word. Three shapes cover most of the world's
+addresses written on one line:
+- number, name, street type: "742 Maple Avenue", "63B Queen Street", "350 5th ave";
+- number, street type, name (French, and English "Avenue of ..."): "18 Rue des Martyrs";
+- street type, name, number (Latin Europe), or a compound street word and a number (Germanic):
+  "Via Garibaldi 12", "Calle de Alcalá 120", "Lindenstraße 14", "Prinsengracht 418".
+A street named without a number ("Broadway", "Rue de Rivoli"), a road number ("Route 66"), a
+room or a postcode alone are not addresses. RE2 throughout: linear in the text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from policies.re2text import compile_unicode, spans
+
+# Street types written after the name (English), whole words, any case.
+_AFTER = (
+    "street|st|road|rd|avenue|ave|av|boulevard|blvd|lane|ln|drive|court|ct|close|crescent|"
+    "place|pl|terrace|way|square|sq|parkway|pkwy|highway|hwy|row|gardens|grove|mews|walk|"
+    "hill|circle|cir|alley|trail|esplanade|parade|quay|wharf"
+)
+# Street types written before the name (Romance languages, and English "Avenue of ...").
+_BEFORE = (
+    "rue|avenue|av|boulevard|bd|bld|place|pl|chemin|allée|allee|quai|impasse|cours|via|viale|"
+    "piazza|piazzale|corso|vicolo|calle|c/|avenida|avda|plaza|paseo|carrer|rua|travessa|largo|"
+    "praça|praca|rambla|camino|ronda"
+)
+# Germanic and Nordic compounds: the street word ends the name ("Lindenstraße", "Kalverstraat").
+_COMPOUND = (
+    "straße|strasse|str\\.|weg|gasse|platz|allee|damm|ufer|chaussee|steig|"
+    "straat|gracht|laan|plein|kade|dijk|singel|markt|"
+    "vej|gade|gatan|gata|gaten|vägen|veien|vegen|torget"
+)
+_NUMBER = r"\d{1,5}(?:[ ]?[A-Za-z](?:\b|$))?(?:[-/]\d{1,4}|-[IVX]{1,4})?"
+# A word of a street's name: capitalised, or a number ("5th", "42nd").
+_NAME_WORD = r"[\p{Lu}\d][\w'’.-]*"
+_AFTER_TYPE = compile_unicode(
+    rf"(?:^|[^\w])({_NUMBER},?[ ]+(?:{_NAME_WORD}[ ]+){{1,4}}(?i:{_AFTER})\.?)(?:[^\w]|$)"
+)
+_BEFORE_TYPE = compile_unicode(
+    rf"(?:^|[^\w])({_NUMBER},?[ ]+(?i:{_BEFORE})[ ]+(?:[\w'’.-]+[ ]+){{0,3}}\p{{Lu}}[\w'’-]*)"
+)
+# Type first: capitalised ("Via Garibaldi 12"), as "install it via pip 23" is no address.
+_CAPITALISED_BEFORE = "|".join(word.capitalize() for word in _BEFORE.split("|"))
+_TYPE_FIRST = compile_unicode(
+    rf"(?:^|[^\w])((?:{_CAPITALISED_BEFORE})[ ]+(?:[\w'’.-]+[ ]+){{0,3}}"
+    rf"\p{{Lu}}[\w'’.-]*,?[ ]+{_NUMBER})(?:[^\w]|$)"
+)
+_COMPOUND_NUMBER = compile_unicode(
+    rf"(?:^|[^\w])(\p{{Lu}}[\w'’-]*(?i:{_COMPOUND})[ ]+{_NUMBER})(?:[^\w]|$)"
+)
+_SHAPES = (_AFTER_TYPE, _BEFORE_TYPE, _TYPE_FIRST, _COMPOUND_NUMBER)
+
+
+def street_addresses(data: bytes) -> Iterator[tuple[int, int]]:
+    """Where each address shape is found, shape by shape (spans may overlap across shapes:
+    redaction merges them)."""
+    for shape in _SHAPES:
+        yield from spans(shape, data)

@@ -1,0 +1,153 @@
+"""The detectors that need a language model: people's names, and health information about
+someone (pure, given a recogniser of names).
+
+A named-entity model costs milliseconds where a pattern costs microseconds, so these run only
+for a request about to leave for a cloud target (proxy/flow/legs.py), never for one served
+locally. The recogniser (Presidio with a spaCy model, proxy/legs/ner.py) is given in, so the
+rules here are tested without it.
+
+A name counts when it is a person's full name, or a surname after a title: "Helena Brandt",
+"Mrs. Petrenko". A first name alone ("Hi Sarah") or a single word the model takes for a name
+("Holmes", a tool call's id) identifies nobody. Famous people are names too: the model cannot
+tell Marie Curie from a customer, and a privacy rule errs toward keeping a request local.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import re2  # type: ignore[import-untyped]
+
+from policies.medical import names_someone, terms
+from policies.payload import Payload
+from policies.re2text import to_bytes
+
+# Detectors whose findings come from a named-entity model: run only on text that leaves.
+ENTITY_DETECTORS = ("person", "medical")
+# Text a recogniser reads for one request, at most; past it, the detectors count as fired
+# (fail closed): a model reads about 100,000 characters a second on one core here.
+ENTITY_LIMIT_CHARS = 100_000
+
+_TITLE = re2.compile(
+    r"(?i)(?:^|[^a-z])(mr|mrs|ms|miss|mx|dr|prof|sir|dame|herr|frau|mme|mlle|sr|sra|srta)\.? *$"
+)
+
+
+@dataclass(frozen=True)
+class Found:
+    """What the entity detectors found in a request: per detector, the values (for redaction)
+    and the path of the first text it fired on (for reasons, never the value)."""
+
+    values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    where: Mapping[str, str] = field(default_factory=dict)
+    unchecked: Mapping[str, str] = field(default_factory=dict)  # detector -> why not checked
+
+    @property
+    def fired(self) -> list[str]:
+        return [name for name in ENTITY_DETECTORS if name in self.where or name in self.unchecked]
+
+    def reason(self, name: str) -> str:
+        if name in self.unchecked:
+            return f"{name}: {self.unchecked[name]}"
+        return f"detected {name} in {self.where[name]}"
+
+
+def unchecked(enabled: Collection[str], why: str) -> Found:
+    """Every enabled entity detector counted as fired (fail closed), with why."""
+    return Found(unchecked={name: why for name in ENTITY_DETECTORS if name in enabled})
+
+
+def read_by_model(payload: Payload) -> list[int]:
+    """Which of the payload's texts the recogniser reads: those of more than one word (a name
+    is at least two, or a title and one)."""
+    return [i for i, text in enumerate(payload.texts) if any(c.isspace() for c in text.strip())]
+
+
+def found(
+    payload: Payload,
+    enabled: Collection[str],
+    people: Mapping[int, list[tuple[int, int]]],
+) -> Found:
+    """The entity detectors' findings, given the recogniser's spans for the texts it read
+    (`people`: text index -> spans)."""
+    values: dict[str, list[str]] = {}
+    where: dict[str, str] = {}
+
+    def note(name: str, index: int, value: str) -> None:
+        values.setdefault(name, [])
+        if value not in values[name]:
+            values[name].append(value)
+        where.setdefault(name, payload.paths[index])
+
+    for index, text_spans in sorted(people.items()):
+        for name in full_names(payload.texts[index], text_spans):
+            note("person", index, name)
+    if "medical" in enabled:
+        anyone = "person" in values
+        for index, text in enumerate(payload.texts):
+            if anyone or names_someone(text):
+                data = to_bytes(text)
+                for start, end in terms(data):
+                    note("medical", index, data[start:end].decode("utf-8", "replace"))
+    if "person" not in enabled:
+        values.pop("person", None)
+        where.pop("person", None)
+    return Found({k: tuple(v) for k, v in values.items()}, where)
+
+
+def model_text(text: str) -> str:
+    """`text` as the model reads it: JSON and markup punctuation as spaces, one for one (the
+    offsets stay those of `text`). A model trained on prose finds "Sofia Marchetti" in
+    `name  :  Sofia Marchetti ,` where it misses it in `"name": "Sofia Marchetti",`."""
+    return text.translate(_AS_SPACE)
+
+
+def full_names(text: str, spans: Sequence[tuple[int, int]]) -> list[str]:
+    """The spans that name a person: two or more capitalised name words (a particle such as
+    "van" may join them), or one after a title. A span is cut at a line break or a dash, and
+    ends at its first word that is no name word ("Lina Haddad - passport" is "Lina Haddad")."""
+    names = []
+    for start, end in spans:
+        words = _name_words(text[start:end])
+        capitalised = sum(1 for word in words if word[0].isupper())
+        if any(word.isupper() and len(word) > 1 for word in words):
+            continue  # "KYC", "XXXX": an acronym or a mask, not a name
+        if any(word.lower().rstrip(".") in _COMPANY_WORDS for word in words):
+            continue
+        if capitalised >= 2 or (capitalised == 1 and _TITLE.search(text[:start])):
+            names.append(" ".join(words))
+    return names
+
+
+def _name_words(span: str) -> list[str]:
+    first_line = re2.split(r"\n| - | – |,|;|\(", span.strip())[0]
+    words = []
+    for word in first_line.split():
+        word = word.strip(_PUNCTUATION)
+        if not _is_name_word(word):
+            break
+        words.append(word)
+    while words and not words[-1][0].isupper():
+        words.pop()  # a trailing particle ("... van") is not part of the name
+    return words
+
+
+def _is_name_word(word: str) -> bool:
+    if not word or not word[0].isalpha():
+        return False
+    if not all(char.isalpha() or char in "'’.-" for char in word):
+        return False
+    return word[0].isupper() or word in _PARTICLES
+
+
+_PARTICLES = frozenset(
+    {"van", "von", "de", "der", "den", "da", "di", "del", "la", "le", "bin", "al"}
+)
+_COMPANY_WORDS = frozenset(
+    {"gmbh", "ltd", "inc", "llc", "plc", "ag", "sa", "sas", "bv", "nv", "co", "corp", "srl", "spa"}
+    | {"oy", "ab", "as", "kg", "limited", "company", "group", "bank", "university", "hotel"}
+)
+_PUNCTUATION = string.punctuation + "’‘“”«»"
+_AS_SPACE = str.maketrans(dict.fromkeys('{}[]"_=|<>*#', " "))

