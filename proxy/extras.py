@@ -24,7 +24,7 @@ class Extras:
     cloud: bool
     semantic: bool
     torch: bool
-    ner: bool = False
+    ner: bool
 
 
 def installed() -> Extras:

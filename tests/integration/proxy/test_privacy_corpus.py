@@ -1,0 +1,90 @@
+"""The labelled privacy corpus through the real proxy (bench/data/privacy_corpus.jsonl, every
+request shape: chat, parts, tool calls and results, `user`, metadata, schemas, predictions,
+completions with suffixes, embeddings, images): the proxy keeps from the cloud exactly what the
+detectors find, and sends the rest on, whatever field or endpoint it sits in. Local engine
+down, every detector (the names model's too) mapped to a level that may not leave; the cloud
+simulator's log is the proof. What the detectors find on the corpus, class by class, is
+bench/privacy.py's to score; this test shows the proxy reads each request as the bench does."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from bench.privacy import entry_detected, named
+from bench.privacy_corpus import Case, load
+from proxy.legs.ner import Ner
+from tests.policy_texts import EVERY_DETECTOR_RESTRICTED
+from tests.processes import Process, backend_toml, cloud_toml, engine_flags, proxy, sim
+
+POLICY = (
+    """
+[[routes]]
+model = "m"
+cloud = ["mini"]
+
+[privacy]
+levels = [{ name = "public" }, { name = "restricted", cloud = "none" }]
+media = "restricted"
+"""
+    + EVERY_DETECTOR_RESTRICTED
+    + 'person = "restricted"\nmedical = "restricted"\n'
+)
+
+ENDPOINT = {"completions": "/v1/completions", "completions_suffix": "/v1/completions"}
+ENDPOINT |= {"embeddings": "/v1/embeddings"}
+
+
+@pytest.fixture(scope="module")
+def leaving() -> Iterator[tuple[Process, Process]]:
+    with contextlib.ExitStack() as stack:
+        flags = engine_flags(
+            personality="cloud", output_tokens=2, decode_base_ms=1, network_latency_ms=0
+        )
+        cloud = stack.enter_context(sim(*flags))
+        down = backend_toml("gone", "vllm", "http://127.0.0.1:9", {"m": "m"})
+        text = down + cloud_toml("mini", cloud.url) + POLICY
+        yield stack.enter_context(proxy(text)), cloud
+
+
+@pytest.fixture(scope="module")
+def names() -> Ner:
+    return Ner()
+
+
+def kept(names: Ner, case: Case) -> bool:
+    """Whether the policy keeps the request local: a detector fired, or it carries media."""
+    body = case.body
+    found = entry_detected(body) + named(names, body).fired
+    return bool(found) or case.shape == "image"
+
+
+def received(log: httpx.Client) -> list[dict[str, Any]]:
+    got: list[dict[str, Any]] = log.get("/_sim/requests").json()["requests"]
+    return got
+
+
+def test_the_proxy_keeps_back_exactly_what_the_detectors_find(
+    leaving: tuple[Process, Process], names: Ner
+) -> None:
+    p, cloud = leaving
+    cases = load()
+    shapes = {case.shape for case in cases}
+    assert len(shapes) == 15  # every request shape of the corpus goes through
+    wrong: list[str] = []
+    client = httpx.Client(base_url=p.url, timeout=60)
+    log = httpx.Client(base_url=cloud.url, timeout=60)  # the cloud simulator's request log
+    with client, log:
+        for case in cases:
+            log.delete("/_sim/requests")
+            path = ENDPOINT.get(case.shape, "/v1/chat/completions")
+            answer = client.post(path, json={"model": "m", **case.body})
+            left = len(received(log))
+            expected = (503, 0) if kept(names, case) else (200, 1)
+            if (answer.status_code, left) != expected:
+                wrong.append(f"{case.id}: {answer.status_code}, {left} sent ({answer.text[:120]})")
+    assert wrong == []
