@@ -72,8 +72,7 @@ class Chain:
                 # decide() plans no target the level forbids (checked again all the same); the
                 # names model may find more, and a level that leaves only redacted needs a
                 # request that can all be redacted
-                why = f" ({cleared.why_not})" if cleared.why_not else ""
-                failures.append(f"privacy={trip.level}: {target.name} may not take it{why}")
+                failures.append(cleared.refusal(trip.level, target))
                 kept = True
                 continue
             try:

@@ -40,6 +40,11 @@ class Cleared:
     why_not: str = ""
     placeholders: Placeholders | None = None
 
+    def refusal(self, level: str, target: Target) -> str:
+        """Why `target` may not take the request, for the reasons and the client's error."""
+        why = f" ({self.why_not})" if self.why_not else ""
+        return f"privacy={level}: {target.name} may not take it{why}"
+
 
 @dataclass
 class Screening:

@@ -116,9 +116,21 @@ class Pipeline:
         self, request: ProxyRequest, headers: dict[str, str]
     ) -> tuple[Classification, RoutingPlan]:
         """Where the request would go now, and why: the live path's own steps (caller, privacy,
-        prompt, plan) with the live load, health, breakers and spend, changing nothing."""
+        prompt, plan, and each target's last check before it would leave: the names model,
+        redaction) with the live load, health, breakers and spend, changing nothing."""
         asked = await self.asked(request, headers, headers.get(TENANT_HEADER, ""))
-        return asked.privacy, self.preview(request, asked)
+        plan = self.preview(request, asked)
+        screening, refused = Screening(), []
+        for target in plan.targets:
+            leg = self.chain.legs[target.kind]
+            cleared = await leg.clear(target, request, asked.privacy.level, screening)
+            if cleared.request is None:
+                refused.append(cleared.refusal(asked.privacy.level, target))
+        privacy = asked.privacy
+        if screening.raised is not None:
+            raised = screening.raised
+            privacy = Classification(raised.level, (*privacy.reasons, *raised.reasons))
+        return privacy, dataclasses.replace(plan, reasons=(*plan.reasons, *refused))
 
     async def asked(self, request: ProxyRequest, headers: dict[str, str], named: str) -> Asked:
         """Who asks, how private the request is, and what its prompt shares with the replicas:

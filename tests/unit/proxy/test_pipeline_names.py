@@ -8,7 +8,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+import orjson
+
 from proxy.legs.ner import Ner
+from proxy.schema import parse_request
 from tests.unit.proxy.pipeline_harness import POLICY, Harness, ask, harness, refused
 
 NAMES = ["Ada Byron", "Olu Adeyemi"]
@@ -130,3 +133,28 @@ async def test_text_past_the_models_limit_counts_as_a_finding() -> None:
     assert sent.status == 503
     assert "beyond the names model's limit" in sent.json["error"]["message"]
     assert names.read == []  # not even tried
+
+
+TWO_CLOUDS = KEPT.replace('cloud = ["mini"]', 'cloud = ["mini", "maxi"]').replace(
+    "[[routes]]", '[[clouds]]\nname = "maxi"\nmodel = "openai/gpt-4o"\n\n[[routes]]'
+)
+
+
+async def test_the_names_model_reads_a_request_once_whatever_the_clouds_it_tries() -> None:
+    names = ListedPeople()
+    h = with_names(TWO_CLOUDS, names)
+    sent = await h.send(ask("Ring Ada Byron about the invoice"))
+    assert sent.status == 503
+    assert "mini may not take it" in sent.json["error"]["message"]
+    assert "maxi may not take it" in sent.json["error"]["message"]
+    assert names.read == ["Ring Ada Byron about the invoice"]  # once, for both
+
+
+async def test_explain_says_what_the_names_model_would_find_before_leaving() -> None:
+    h = with_names(KEPT, ListedPeople())
+    request = parse_request("chat", orjson.dumps(ask("Ring Ada Byron about the invoice")))
+    privacy, plan = await h.pipeline.explain(request, {})
+    assert privacy.level == "restricted"
+    assert "detected person in messages[0].content: restricted" in privacy.reasons
+    assert any(r.startswith("privacy=public: mini may not take it") for r in plan.reasons)
+    assert h.cloud.received == []  # explain sends nothing
