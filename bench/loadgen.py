@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -27,8 +28,23 @@ class Load:
         return self.requests / self.seconds
 
 
-def wrk(url: str, body: str, connections: int, seconds: int, cpu: str = "0") -> Load:
-    """POST `body` to `url` with `connections` closed-loop connections for `seconds`."""
+# A distinct body's words: "@N@" in a body becomes a tag, a counter and three of these, so no
+# two requests of a run are alike (nor similar enough for a semantic hit).
+_WORDS = (
+    "river atlas copper lantern meadow orbit violet harbor quartz ember willow falcon cedar "
+    "glacier saffron tundra maple comet basalt juniper canyon marble zephyr thistle cobalt "
+    "prairie nectar summit walnut lagoon"
+).split()
+
+
+def wrk(
+    url: str, body: str, connections: int, seconds: int, cpu: str = "0", distinct: str = ""
+) -> Load:
+    """POST `body` to `url` with `connections` closed-loop connections for `seconds`. With
+    `distinct` (a tag no other run uses), each request's "@N@" becomes the tag, a counter and
+    three words: every body differs."""
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed: scripts/bench-tools installs it (Debian's)")
     with tempfile.TemporaryDirectory() as folder:
         script = Path(folder) / "post.lua"
         script.write_text(
@@ -36,6 +52,7 @@ def wrk(url: str, body: str, connections: int, seconds: int, cpu: str = "0") -> 
             f"wrk.body = [[{body}]]\n"
             "wrk.headers['Content-Type'] = 'application/json'\n"
             f"wrk.headers['Authorization'] = 'Bearer {BENCH_KEY}'\n"
+            + (_distinct_bodies(body, distinct) if distinct else "")
         )
         out = subprocess.run(
             [
@@ -65,6 +82,21 @@ def wrk(url: str, body: str, connections: int, seconds: int, cpu: str = "0") -> 
     non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     errors += int(non_2xx.group(1)) if non_2xx else 0
     return Load(requests, secs, _latency(out, "50%"), _latency(out, "99%"), errors)
+
+
+def _distinct_bodies(body: str, tag: str) -> str:
+    words = ", ".join(f'"{word}"' for word in _WORDS)
+    return (
+        f"local words = {{{words}}}\n"
+        "local n = 0\n"
+        f"local template = [[{body}]]\n"
+        "request = function()\n"
+        "  n = n + 1\n"
+        f"  local text = '{tag} ' .. n .. ' ' .. words[math.random(#words)] .. ' '"
+        " .. words[math.random(#words)] .. ' ' .. words[math.random(#words)]\n"
+        "  return wrk.format(nil, nil, nil, (string.gsub(template, '@N@', text)))\n"
+        "end\n"
+    )
 
 
 def _latency(out: str, pct: str) -> float:

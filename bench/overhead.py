@@ -1,15 +1,26 @@
-"""What does the proxy cost? The same load, in one run, against four servers:
+"""What does the proxy cost, row by row, side by side in one run?
 
-- direct:          the simulator itself (vllm personality, zero modelled latency);
-- bare forwarder:  Starlette + aiohttp in a few lines (bench/bare_forwarder.py), the floor;
-- overspill:       `overspill serve` with one backend, the simulator;
-- litellm proxy:   `litellm --config ...` (LiteLLM's proxy, one worker) to the same simulator.
+Each row sends the same load to one server and says what answers it; each checks it:
+- direct:                 the engine simulator itself (vllm personality, zero modelled latency);
+- bare forwarder:         Starlette + aiohttp in a few lines (bench/bare_forwarder.py), the floor;
+- overspill forwarding:   cache and coalescing off, every body distinct: nothing but forwarding
+                          can answer (the engine must receive every request);
+- overspill exact hit:    the exact cache on, one body: every request after the first is a hit
+                          (the engine must receive at most one);
+- overspill semantic miss: the semantic cache on, distinct temperature-0 prompts: every request
+                          is embedded, looked up, missed and stored (the engine receives all);
+- cloud, bare forwarder:  the floor again, to a cloud-personality simulator;
+- overspill cloud leg:    a route whose only target is that simulator, as a cloud target
+                          through litellm, distinct bodies (the cloud receives all);
+- litellm proxy:          LiteLLM's proxy, one worker, to the engine simulator (optional).
 
 Non-streamed and streamed chat completions (8 output tokens) at concurrency 1, 16 and 64, by
-wrk. Layout on 2 cores: the simulator and wrk share core 0, the server under test has core 1.
-Reports added latency p50/p99 over direct, throughput, and the server's CPU time per request.
+wrk. Layout on 2 cores: the simulators and wrk share core 0, the server under test has core 1.
+Reports added latency p50/p99 over the row's own direct baseline, throughput, and the server's
+CPU time per request (with its children). A row whose engine received other than it claims
+fails the bench. Every process it starts stops with it (LiteLLM's too).
 
-    .venv/bin/python -m bench.overhead [--seconds 5] [--skip-litellm]
+    .venv/bin/python -m bench.overhead [--seconds 5] [--skip-litellm] [--rows a,b]
 
 LiteLLM is installed on first use into bench/.venv-litellm (pip install 'litellm[proxy]').
 """
@@ -39,10 +50,12 @@ MODEL = "m"
 LEVELS = (1, 16, 64)
 
 
-def body(stream: bool) -> str:
+def body(stream: bool, distinct: bool) -> str:
+    """A chat request; a distinct one carries "@N@" where wrk writes each request's own words."""
     stream_part = ', "stream": true' if stream else ""
+    content = "Tell me about @N@" if distinct else "Say hello"
     return (
-        '{"model": "m", "messages": [{"role": "user", "content": "Say hello"}], '
+        f'{{"model": "m", "messages": [{{"role": "user", "content": "{content}"}}], '
         f'"max_tokens": 8, "temperature": 0{stream_part}}}'
     )
 
@@ -51,27 +64,70 @@ def pinned(cpu: str, command: list[str]) -> list[str]:
     return ["taskset", "-c", cpu, *command]
 
 
+_ZERO = ("--decode-base-ms", "0", "--decode-per-seq-ms", "0", "--prefill-ms-per-token", "0")
+
+
 @contextlib.contextmanager
-def simulator() -> Iterator[Child]:
-    zero = ("--decode-base-ms", "0", "--decode-per-seq-ms", "0", "--prefill-ms-per-token", "0")
-    with started(
-        pinned("0", overspill_command("sim", "--port", "0", "--model", MODEL, *zero))
-    ) as c:
+def simulator(personality: str = "vllm") -> Iterator[Child]:
+    command = overspill_command(
+        "sim", "--port", "0", "--model", MODEL, "--personality", personality, *_ZERO
+    )
+    if personality == "cloud":  # no modelled network, and no log growing for the whole run
+        command += ["--network-latency-ms", "0", "--no-record"]
+    with started(pinned("0", command)) as c:
         yield c
 
 
+def received(engine: Child) -> int:
+    """Requests the simulator has received so far."""
+    count: int = httpx.get(engine.url + "/_sim/stats", timeout=10).json()["requests"]
+    return count
+
+
+def settled(engine: Child, quiet_s: float = 0.5, limit_s: float = 30.0) -> int:
+    """What the simulator has received once nothing more arrives for `quiet_s`: requests a
+    server still held when wrk stopped reach it late, and belong to the cell that sent them."""
+    count, deadline = received(engine), time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = received(engine)
+        if now == count:
+            return count
+        count = now
+    return count
+
+
+_BACKEND = '[[backends]]\nname = "sim"\nkind = "vllm"\nurl = "{url}"\nmodels = ["{model}"]\n'
+# What each overspill row configures besides its backend (or its cloud).
+OVERSPILL_ROWS = {
+    "forwarding": "[cache]\nenabled = false\n",
+    "exact hit": "[cache]\nenabled = true\nsemantic = false\n",
+    "semantic miss": "[cache]\nenabled = true\nsemantic = true\n",
+}
+
+
+def overspill_config(row: str, upstream: str) -> str:
+    head = '[server]\nlog_level = "warning"\n'
+    if row == "cloud leg":  # model "m" has no local backend: its route's cloud takes it
+        return (
+            head
+            + "[cache]\nenabled = false\n"
+            + _BACKEND.format(url=upstream, model="unused")
+            + f'[[clouds]]\nname = "cloud"\nmodel = "openai/{MODEL}"\n'
+            + f'api_base = "{upstream}/v1"\n'
+            + f'[[routes]]\nmodel = "{MODEL}"\ncloud = ["cloud"]\n'
+        )
+    return head + OVERSPILL_ROWS[row] + _BACKEND.format(url=upstream, model=MODEL)
+
+
 @contextlib.contextmanager
-def overspill(upstream: str) -> Iterator[Child]:
-    config = (
-        '[server]\nlog_level = "warning"\n[[backends]]\nname = "sim"\nkind = "vllm"\n'
-        f'url = "{upstream}"\nmodels = ["{MODEL}"]\n'
-    )
+def overspill(row: str, upstream: str) -> Iterator[Child]:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "overspill.toml"
-        path.write_text(config)
+        path.write_text(overspill_config(row, upstream))
         command = overspill_command("serve", "--config", str(path), "--port", "0")
-        with started(pinned("1", command)) as child:
-            yield child
+        with started(pinned("1", command), env={**os.environ, "OPENAI_API_KEY": "unused"}) as c:
+            yield c
 
 
 @contextlib.contextmanager
@@ -124,10 +180,20 @@ def litellm(upstream: str) -> Iterator[Child]:
             yield child
 
 
-# LiteLLM prints its URL before it is ready: announce it only once it answers.
+# LiteLLM prints its URL before it is ready: announce it only once it answers. The wrapper
+# passes its own end on to LiteLLM (a SIGTERM to the wrapper alone left LiteLLM running).
 _ANNOUNCE = """
-import subprocess, sys, time, urllib.request
+import signal, subprocess, sys, time, urllib.request
 proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def end(signum, frame):
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    sys.exit(0)
+signal.signal(signal.SIGTERM, end)
+signal.signal(signal.SIGINT, end)
 while True:
     try:
         urllib.request.urlopen("http://127.0.0.1:{port}/health/liveliness", timeout=1)
@@ -151,63 +217,133 @@ def _free_port() -> int:
 
 
 @dataclass(frozen=True)
+class Row:
+    """One server, and what must answer its requests."""
+
+    name: str
+    distinct: bool  # every body different
+    engine_gets: str  # "all": the engine receives every request; "first": at most one
+    baseline: str = "direct"  # the row its added latency is counted from
+
+
+ROWS = (
+    Row("direct", True, "all"),
+    Row("bare forwarder", True, "all"),
+    Row("overspill forwarding", True, "all"),
+    Row("overspill exact hit", False, "first"),
+    Row("overspill semantic miss", True, "all"),
+    Row("cloud direct", True, "all", "cloud direct"),
+    Row("cloud bare forwarder", True, "all", "cloud direct"),
+    Row("overspill cloud leg", True, "all", "cloud direct"),
+    Row("litellm proxy", True, "all"),
+)
+
+
+@dataclass(frozen=True)
 class Cell:
     server: str
     stream: bool
     concurrency: int
     load: Load
     cpu_ms_per_request: float | None
+    engine_received: int
 
 
-def measure(server: str, child: Child | None, url: str, seconds: int) -> list[Cell]:
+class Mismatch(Exception):
+    """A row's engine did not receive what the row claims: its figures would measure
+    something else."""
+
+
+def measure(row: Row, child: Child | None, url: str, engine: Child, seconds: int) -> list[Cell]:
     endpoint = url + "/v1/chat/completions"
     headers = {"content-type": "application/json", "authorization": f"Bearer {BENCH_KEY}"}
-    httpx.post(endpoint, content=body(False), headers=headers, timeout=60).raise_for_status()
-    wrk(endpoint, body(False), 8, 1)  # warm up
+    warm = body(False, False).replace("Say hello", f"warm up {row.name}")
+    httpx.post(endpoint, content=warm, headers=headers, timeout=60).raise_for_status()
+    wrk(endpoint, body(False, row.distinct), 8, 1, distinct=_tag(row, "warm"))
     cells = []
     for stream in (False, True):
         for concurrency in LEVELS:
-            before = cpu_seconds(child.popen.pid) if child else 0.0
-            load = wrk(endpoint, body(stream), concurrency, seconds)
-            cpu = (cpu_seconds(child.popen.pid) - before) if child else None
+            before_cpu = cpu_seconds(child.popen.pid) if child else 0.0
+            before = settled(engine)
+            tag = _tag(row, f"{stream}-{concurrency}")
+            load = wrk(endpoint, body(stream, row.distinct), concurrency, seconds, distinct=tag)
+            got = settled(engine) - before
+            cpu = (cpu_seconds(child.popen.pid) - before_cpu) if child else None
             per_request = cpu / load.requests * 1000 if cpu is not None and load.requests else None
-            cells.append(Cell(server, stream, concurrency, load, per_request))
+            cell = Cell(row.name, stream, concurrency, load, per_request, got)
+            check(row, cell)
+            cells.append(cell)
             print(
-                f"  {server:15} stream={stream!s:5} c={concurrency:<3} {load.rps:8.0f} req/s "
-                f"p50 {load.p50_ms:.2f} ms p99 {load.p99_ms:.2f} ms errors {load.errors}",
+                f"  {row.name:24} stream={stream!s:5} c={concurrency:<3} {load.rps:8.0f} req/s "
+                f"p50 {load.p50_ms:.2f} ms p99 {load.p99_ms:.2f} ms errors {load.errors} "
+                f"engine got {got}",
                 file=sys.stderr,
             )
     return cells
+
+
+def _tag(row: Row, part: str) -> str:
+    """A tag no other run of any row shares (bodies of one row never repeat another's)."""
+    return f"{row.name.replace(' ', '-')}-{part}-{time.monotonic_ns()}"
+
+
+def check(row: Row, cell: Cell) -> None:
+    """The engine received what the row claims: every request (wrk counts those answered; up
+    to one per connection more may have been in flight when it stopped), or at most one."""
+    answered, got = cell.load.requests, cell.engine_received
+    expected = (
+        range(2) if row.engine_gets == "first" else range(answered, answered + cell.concurrency + 1)
+    )
+    ok = got in expected
+    if not ok or cell.load.errors:
+        raise Mismatch(
+            f"{row.name} (stream={cell.stream}, c={cell.concurrency}): {answered} answered, "
+            f"{cell.load.errors} errors, the engine received {got} ({row.engine_gets} expected)"
+        )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--skip-litellm", action="store_true")
+    parser.add_argument("--rows", help="only these rows (comma-separated names)")
     args = parser.parse_args()
+    wanted = set(args.rows.split(",")) if args.rows else {row.name for row in ROWS}
+    if args.skip_litellm:
+        wanted.discard("litellm proxy")
+    rows = [row for row in ROWS if row.name in wanted]
     cells: list[Cell] = []
-    with simulator() as sim:
-        cells += measure("direct", None, sim.url, args.seconds)
-        with bare(sim.url) as forwarder:
-            cells += measure("bare forwarder", forwarder, forwarder.url, args.seconds)
-        with overspill(sim.url) as proxy:
-            cells += measure("overspill", proxy, proxy.url, args.seconds)
-        if not args.skip_litellm:
-            with litellm(sim.url) as lite:
-                time.sleep(1)
-                cells += measure("litellm proxy", lite, lite.url, args.seconds)
-    print(report(cells))
+    with simulator() as engine, simulator("cloud") as cloud:
+        for row in rows:
+            cells += run_row(row, engine, cloud, args.seconds)
+    print(report(cells, rows))
     plot(cells)
     return 0
 
 
-def report(cells: list[Cell]) -> str:
-    direct = {(c.stream, c.concurrency): c.load for c in cells if c.server == "direct"}
+def run_row(row: Row, engine: Child, cloud: Child, seconds: int) -> list[Cell]:
+    """Starts the row's server (if any), measures it, stops it."""
+    upstream = cloud if row.name.startswith(("cloud", "overspill cloud")) else engine
+    if row.name in ("direct", "cloud direct"):
+        return measure(row, None, upstream.url, upstream, seconds)
+    if row.name.endswith("bare forwarder"):
+        server = bare(upstream.url)
+    elif row.name == "litellm proxy":
+        server = litellm(upstream.url)
+    else:
+        server = overspill(row.name.removeprefix("overspill "), upstream.url)
+    with server as child:
+        return measure(row, child, child.url, upstream, seconds)
+
+
+def report(cells: list[Cell], measured: list[Row]) -> str:
+    loads = {(c.server, c.stream, c.concurrency): c.load for c in cells}
+    baseline = {row.name: row.baseline for row in measured}
     rows = []
     for c in cells:
-        base = direct[(c.stream, c.concurrency)]
-        added50 = c.load.p50_ms - base.p50_ms if c.server != "direct" else 0.0
-        added99 = c.load.p99_ms - base.p99_ms if c.server != "direct" else 0.0
+        base = loads.get((baseline[c.server], c.stream, c.concurrency), c.load)
+        added50 = c.load.p50_ms - base.p50_ms
+        added99 = c.load.p99_ms - base.p99_ms
         cpu = f"{c.cpu_ms_per_request:.3f}" if c.cpu_ms_per_request is not None else "-"
         rows.append(
             [
@@ -220,6 +356,7 @@ def report(cells: list[Cell]) -> str:
                 round(c.load.p99_ms, 2),
                 round(added99, 2),
                 cpu,
+                c.engine_received,
                 c.load.errors,
             ]
         )
@@ -233,39 +370,41 @@ def report(cells: list[Cell]) -> str:
         "p99 ms",
         "+p99 ms",
         "CPU ms/req",
+        "engine got",
         "errors",
     ]
     lines = [table(headers, rows), "", ratios(cells)]
     return "\n".join(lines)
 
 
-def ratios(cells: list[Cell]) -> str:
-    def cell(server: str, stream: bool, concurrency: int) -> Cell | None:
-        return next(
-            (
-                c
-                for c in cells
-                if (c.server, c.stream, c.concurrency) == (server, stream, concurrency)
-            ),
-            None,
-        )
+# (row, the floor it is compared with): the issue's goals are CPU per request against the floor.
+COMPARED = (
+    ("overspill forwarding", "bare forwarder"),
+    ("overspill exact hit", "bare forwarder"),
+    ("overspill semantic miss", "bare forwarder"),
+    ("overspill cloud leg", "cloud bare forwarder"),
+    ("overspill cloud leg", "overspill forwarding"),
+    ("litellm proxy", "bare forwarder"),
+)
 
+
+def ratios(cells: list[Cell]) -> str:
+    found = {(c.server, c.stream, c.concurrency): c for c in cells}
     lines = []
     for stream in (False, True):
-        mode = "streamed" if stream else "non-streamed"
-        ours, floor = cell("overspill", stream, 16), cell("bare forwarder", stream, 16)
-        if ours and floor and ours.cpu_ms_per_request and floor.cpu_ms_per_request:
-            ratio = ours.cpu_ms_per_request / floor.cpu_ms_per_request
-            lines.append(f"{mode}: overspill CPU/request = {ratio:.2f}x bare forwarder (c=16)")
-        ours64, lite64 = cell("overspill", stream, 64), cell("litellm proxy", stream, 64)
-        if ours64 and lite64 and lite64.load.rps:
-            ratio = ours64.load.rps / lite64.load.rps
-            lines.append(f"{mode}: overspill throughput = {ratio:.1f}x litellm proxy (c=64)")
-        one = cell("overspill", stream, 1)
-        direct = cell("direct", stream, 1)
+        mode = "streamed" if stream else "whole"
+        for row, floor in COMPARED:
+            ours, base = found.get((row, stream, 16)), found.get((floor, stream, 16))
+            if ours and base and ours.cpu_ms_per_request and base.cpu_ms_per_request:
+                ratio = ours.cpu_ms_per_request / base.cpu_ms_per_request
+                lines.append(f"{mode}: {row} CPU/request = {ratio:.2f}x {floor} (c=16)")
+        one, direct = (
+            found.get(("overspill forwarding", stream, 1)),
+            found.get(("direct", stream, 1)),
+        )
         if one and direct:
             added = one.load.p50_ms - direct.load.p50_ms
-            lines.append(f"{mode}: overspill added p50 at c=1 = {added:.2f} ms")
+            lines.append(f"{mode}: overspill forwarding added p50 at c=1 = {added:.2f} ms")
     return "\n".join(lines)
 
 
@@ -276,7 +415,7 @@ def plot(cells: list[Cell]) -> None:
     import matplotlib.pyplot as plt
 
     servers = list(dict.fromkeys(c.server for c in cells))
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(14, 4.5))
     for ax, stream in zip(axes, (False, True), strict=True):
         width = 0.8 / len(servers)
         for i, server in enumerate(servers):
