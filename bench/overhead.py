@@ -5,6 +5,8 @@ Each row sends the same load to one server and says what answers it; each checks
 - bare forwarder:         Starlette + aiohttp in a few lines (bench/bare_forwarder.py), the floor;
 - overspill forwarding:   cache and coalescing off, every body distinct: nothing but forwarding
                           can answer (the engine must receive every request);
+- overspill forwarding, a cloud idle: the same with a cloud target configured and never used
+                          (litellm loaded): what is loaded but idle must not cost the local leg;
 - overspill exact hit:    the exact cache on, one body: every request after the first is a hit
                           (the engine must receive at most one);
 - overspill semantic miss: the semantic cache on, distinct temperature-0 prompts: every request
@@ -108,6 +110,14 @@ OVERSPILL_ROWS = {
 
 def overspill_config(row: str, upstream: str) -> str:
     head = '[server]\nlog_level = "warning"\n'
+    if row == "forwarding, a cloud idle":  # litellm loaded, never used: must cost nothing
+        idle_cloud = '[[clouds]]\nname = "idle"\nmodel = "openai/gpt-4o-mini"\n'
+        return (
+            head
+            + OVERSPILL_ROWS["forwarding"]
+            + _BACKEND.format(url=upstream, model=MODEL)
+            + idle_cloud
+        )
     if row == "cloud leg":  # model "m" has no local backend: its route's cloud takes it
         return (
             head
@@ -230,6 +240,7 @@ ROWS = (
     Row("direct", True, "all"),
     Row("bare forwarder", True, "all"),
     Row("overspill forwarding", True, "all"),
+    Row("overspill forwarding, a cloud idle", True, "all"),
     Row("overspill exact hit", False, "first"),
     Row("overspill semantic miss", True, "all"),
     Row("cloud direct", True, "all", "cloud direct"),
@@ -380,6 +391,7 @@ def report(cells: list[Cell], measured: list[Row]) -> str:
 # (row, the floor it is compared with): the goals are CPU per request against the floor.
 COMPARED = (
     ("overspill forwarding", "bare forwarder"),
+    ("overspill forwarding, a cloud idle", "overspill forwarding"),
     ("overspill exact hit", "bare forwarder"),
     ("overspill semantic miss", "bare forwarder"),
     ("overspill cloud leg", "cloud bare forwarder"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 from collections.abc import AsyncIterator, Callable
@@ -23,6 +24,7 @@ from proxy.errors import APIError, InternalError, error_body
 from proxy.flow.record import record_of
 from proxy.http.handlers import ROUTES, json_response
 from proxy.http.middleware import RequestContext
+from proxy.ops.loop_lag import watch_lag
 from proxy.ops.metrics import ServicesCollector, metrics
 from proxy.ops.observe import Observer
 from proxy.services import Services
@@ -39,6 +41,11 @@ def build_app(policy: Policy, path: Path | None = None) -> ASGIApp:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         services = await Services.start(policy)
+        # What start-up built lives as long as the proxy: out of the collector's passes, which
+        # otherwise walk it all again and again (hundreds of ms with litellm loaded).
+        gc.collect()
+        gc.freeze()
+        lag = asyncio.get_running_loop().create_task(watch_lag(observer.loop_lag))
         app.state.services = services
         app.state.registry = registry
         app.state.observer = observer
@@ -53,6 +60,7 @@ def build_app(policy: Policy, path: Path | None = None) -> ASGIApp:
         try:
             yield
         finally:
+            lag.cancel()
             if watching is not None:
                 watching.cancel()
             await services.stop()

@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from policies.model import Policy
 from proxy.flow.record import Record
+from proxy.ops.loop_lag import LAG_BUCKETS
 from proxy.ops.recent import Recent
 
 log = logging.getLogger("overspill.access")
@@ -115,6 +116,12 @@ class Observer:
             "overspill_queue_wait_seconds",
             "Time requests waited in the waiting room for a local engine.",
             buckets=BUCKETS,
+            registry=registry,
+        )
+        self.loop_lag = Histogram(
+            "overspill_event_loop_lag_seconds",
+            "How much later than asked the event loop woke (proxy/ops/loop_lag.py).",
+            buckets=LAG_BUCKETS,
             registry=registry,
         )
 

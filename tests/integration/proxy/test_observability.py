@@ -168,3 +168,13 @@ def test_prompts_are_logged_only_when_asked_and_never_when_restricted() -> None:
     assert lines[public.headers["x-request-id"]]["prompt"] == "the public question"
     assert "prompt" not in lines[secret.headers["x-request-id"]]
     assert not any("the secret question" in line for line in p.output)
+
+
+def test_the_event_loops_lag_is_a_histogram_on_the_metrics(
+    traffic: tuple[Process, list[httpx.Response]],
+) -> None:
+    p, _ = traffic
+    name = "overspill_event_loop_lag_seconds_count"
+    wait_until(lambda: total(p.url, name) >= 2, "two wake-ups of the lag monitor")
+    buckets = samples(p.url, "overspill_event_loop_lag_seconds_bucket")
+    assert {labels["le"] for labels, _ in buckets} >= {"0.001", "0.1", "+Inf"}
