@@ -102,7 +102,7 @@ def settled(engine: Child, quiet_s: float = 0.5, limit_s: float = 30.0) -> int:
 _BACKEND = '[[backends]]\nname = "sim"\nkind = "vllm"\nurl = "{url}"\nmodels = ["{model}"]\n'
 # What each overspill row configures besides its backend (or its cloud).
 OVERSPILL_ROWS = {
-    "forwarding": "[cache]\nenabled = false\n",
+    "forwarding": "[cache]\nenabled = false\ncoalesce = false\n",
     "exact hit": "[cache]\nenabled = true\nsemantic = false\n",
     "semantic miss": "[cache]\nenabled = true\nsemantic = true\n",
 }
