@@ -22,7 +22,10 @@ from proxy.http.disconnect import DisconnectWatch
 def header_text(text: str) -> bytes:
     """A header value from text that may hold a client's bytes (a field path names the body's
     keys): printable ASCII only, at most 500 bytes."""
-    return "".join(c if " " <= c <= "~" else "?" for c in text[:500]).encode()
+    text = text[:500]
+    if text.isascii() and text.isprintable():  # most values: nothing to replace
+        return text.encode()
+    return "".join(c if " " <= c <= "~" else "?" for c in text).encode()
 
 
 @dataclass
