@@ -14,6 +14,7 @@ Each row sends the same load to one server and says what answers it; each checks
 - cloud, bare forwarder:  the floor again, to a cloud-personality simulator;
 - overspill cloud leg:    a route whose only target is that simulator, as a cloud target
                           through litellm, distinct bodies (the cloud receives all);
+- overspill cloud leg, openai wire: the same target with `wire = "openai"` (relayed as bytes);
 - litellm proxy:          LiteLLM's proxy, one worker, to the engine simulator (optional).
 
 Non-streamed and streamed chat completions (8 output tokens) at concurrency 1, 16 and 64, by
@@ -246,6 +247,7 @@ ROWS = (
     Row("cloud direct", True, "all", "cloud direct"),
     Row("cloud bare forwarder", True, "all", "cloud direct"),
     Row("overspill cloud leg", True, "all", "cloud direct"),
+    Row("overspill cloud leg, openai wire", True, "all", "cloud direct"),
     Row("litellm proxy", True, "all"),
 )
 
@@ -396,6 +398,8 @@ COMPARED = (
     ("overspill semantic miss", "bare forwarder"),
     ("overspill cloud leg", "cloud bare forwarder"),
     ("overspill cloud leg", "overspill forwarding"),
+    ("overspill cloud leg, openai wire", "cloud bare forwarder"),
+    ("overspill cloud leg, openai wire", "overspill forwarding"),
     ("litellm proxy", "bare forwarder"),
 )
 

@@ -68,12 +68,15 @@ class Backend:
 
 @dataclass(frozen=True)
 class CloudTarget:
-    """A hosted model reached through litellm, by litellm's model string."""
+    """A hosted model, by litellm's model string."""
 
     name: str
     model: str  # e.g. "openai/gpt-4o-mini", "anthropic/claude-3-5-haiku-latest"
     api_base: str | None = None
     api_key_env: str | None = None  # the environment variable holding the key, never the key
+    # "litellm": through litellm (any provider); "openai": the provider speaks OpenAI's wire
+    # format, and is reached as an engine is, bytes relayed (proxy/legs/cloud_wire.py)
+    wire: str = "litellm"
 
 
 @dataclass(frozen=True)

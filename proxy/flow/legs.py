@@ -9,6 +9,7 @@ engine kind or a cloud kind touches this module, not the pipeline.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import os
@@ -19,7 +20,7 @@ from typing import Protocol
 
 from policies.decide import Target
 from policies.entities import ENTITY_DETECTORS, Found
-from policies.model import Policy, Tenant
+from policies.model import CloudTarget, Policy, Tenant
 from policies.payload import payload_of
 from policies.privacy import Classification, raised
 from policies.redaction import NotRedactable, Placeholders, redacted_body
@@ -27,6 +28,7 @@ from proxy.errors import UpstreamUnavailable
 from proxy.flow.affinity import Prompt
 from proxy.flow.runtime import Runtime
 from proxy.legs.answer import Answer
+from proxy.legs.cloud_wire import open_wire
 from proxy.legs.restored import RestoredAnswer
 from proxy.schema import ProxyRequest
 
@@ -201,19 +203,44 @@ class CloudLeg:
     async def open(
         self, target: Target, cleared: Cleared, request_id: str, tenant: Tenant | None
     ) -> Answer:
-        def charge(usd: float) -> None:
-            self.runtime.gate.spend(tenant, usd)
-
         request = cleared.request
         assert request is not None  # the chain opens only what was cleared
         cloud = self.policy.cloud(target.name)
-        unlisted = self.policy.server.unlisted_params
-        send_user = self.policy.privacy.send_user
-        answer: Answer = await self.runtime.cloud.open(
-            cloud, request, request_id, charge, unlisted, send_user
-        )
+        answer = await self._call(cloud, request, request_id, tenant)
         places = cleared.placeholders
         return answer if places is None else RestoredAnswer(answer, places)
+
+    async def _call(
+        self, cloud: CloudTarget, request: ProxyRequest, request_id: str, tenant: Tenant | None
+    ) -> Answer:
+        """The call, by the target's wire: litellm, or OpenAI's format relayed as bytes."""
+        unlisted = self.policy.server.unlisted_params
+        send_user = self.policy.privacy.send_user
+        clouds = self.runtime.cloud
+        if cloud.wire == "litellm":
+
+            def spend(usd: float) -> None:
+                self.runtime.gate.spend(tenant, usd)
+
+            return await clouds.open(cloud, request, request_id, spend, unlisted, send_user)
+
+        def charge(usd: float) -> None:
+            clouds.spent += usd
+            self.runtime.gate.spend(tenant, usd)
+
+        def price(prompt: int, completion: int) -> float:
+            return clouds.price(cloud, prompt, completion)
+
+        upstream = self.runtime.upstream
+        try:
+            return await open_wire(
+                upstream, cloud, request, request_id, price, charge, unlisted, send_user
+            )
+        except asyncio.CancelledError:
+            # The client left while the provider worked: charged the most it could have cost
+            # (the provider may generate, and bill, the whole answer), as on litellm's path.
+            charge(clouds.worst_case(cloud, request))
+            raise
 
 
 def legs(policy: Policy, runtime: Runtime) -> dict[str, Leg]:

@@ -23,7 +23,7 @@ from proxy.endpoints import ENDPOINTS
 from proxy.errors import UpstreamUnavailable
 from proxy.legs.cloud_answer import CloudAnswer, StreamBill
 from proxy.legs.cloud_errors import mapped
-from proxy.legs.cloud_params import Unlisted, outbound
+from proxy.legs.cloud_params import Unlisted, asks_usage, outbound
 from proxy.schema import ProxyRequest
 
 
@@ -83,7 +83,7 @@ class Cloud:
         except asyncio.CancelledError:
             # The client left while the provider worked: it may generate the whole answer, and
             # bill it. Charged as the most it could have cost, so leaving never pays less.
-            bill(self._price(target, request.prompt_estimate, self._most_tokens(target, request)))
+            bill(self.worst_case(target, request))
             raise
         return self._answer(target, request, result, bill, sent.dropped)
 
@@ -98,9 +98,9 @@ class Cloud:
         """litellm's result as the Answer protocol: a stream billed as it ends, or a whole
         answer billed now."""
         if request.stream:
-            price = functools.partial(self._price, target)
+            price = functools.partial(self.price, target)
             stream_bill = StreamBill(price, bill, request.prompt_estimate)
-            shown = _asks_usage(request.body)
+            shown = asks_usage(request.body)
             return CloudAnswer(
                 target.name,
                 True,
@@ -137,6 +137,10 @@ class Cloud:
             params["stream_options"] = {"include_usage": True}
         return params
 
+    def worst_case(self, target: CloudTarget, request: ProxyRequest) -> float:
+        """The most the call may cost: its prompt, and the most answer tokens it may bring."""
+        return self.price(target, request.prompt_estimate, self._most_tokens(target, request))
+
     def _most_tokens(self, target: CloudTarget, request: ProxyRequest) -> int:
         """The most answer tokens the call may bring: its max tokens, else the model's maximum
         output, for each of its `n` choices."""
@@ -151,7 +155,8 @@ class Cloud:
             return limit * choices
         return limit
 
-    def _price(self, target: CloudTarget, prompt: int, completion: int) -> float:
+    def price(self, target: CloudTarget, prompt: int, completion: int) -> float:
+        """USD for these tokens at the target's price (litellm's tables; 0 if unpriced)."""
         try:
             cost = self.litellm.cost_per_token(
                 model=target.model, prompt_tokens=prompt, completion_tokens=completion
@@ -168,8 +173,3 @@ class Cloud:
 
 
 FALLBACK_MAX_OUTPUT = 4096
-
-
-def _asks_usage(body: dict[str, Any]) -> bool:
-    options = body.get("stream_options")
-    return isinstance(options, dict) and bool(options.get("include_usage"))

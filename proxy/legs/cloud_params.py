@@ -64,6 +64,12 @@ def outbound(
     return Outbound(params, tuple(sorted(dropped)))
 
 
+def asks_usage(body: Mapping[str, Any]) -> bool:
+    """Whether the client asked for a stream's usage chunk (the proxy always does, to price)."""
+    options = body.get("stream_options")
+    return isinstance(options, dict) and bool(options.get("include_usage"))
+
+
 def dropped_header(dropped: tuple[str, ...]) -> bytes:
     """`X-Overspill-Dropped`: the names, each cut short, the whole at most 1,000 bytes."""
     names = ", ".join(_printable(name) for name in dropped)

@@ -113,6 +113,13 @@ def invalid(
 # (text, key path, line, message fragment); every text has exactly one problem.
 INVALID = [
     invalid(
+        "a cloud's wire that is neither litellm nor openai",
+        BACKEND + CLOUD + 'wire = "grpc"\n',
+        "clouds[0].wire",
+        9,
+        "must be one of litellm, openai, got 'grpc'",
+    ),
+    invalid(
         "unknown backend in a route's local",
         BACKEND + '\n[[routes]]\nmodel = "m"\nlocal = ["a", "zz"]\n',
         "routes[0].local",

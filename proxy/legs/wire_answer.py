@@ -1,0 +1,128 @@
+"""A cloud answer relayed as the provider sent it (a target that speaks OpenAI's wire format):
+bytes in, bytes out, as the local leg relays an engine's, with the bill read off the answer.
+
+Nothing is built per chunk. A stream is cut into its SSE events on blank lines; only an event
+that carries the usage (`"usage": {`, once, near the end: the call always asks for it) is
+parsed, to price the answer and, when the client did not ask for usage, to be left out. The
+bill is settled exactly once however the stream ends: from the usage when it came, else at
+least a token per event that passed (a client that left, a stream that broke).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from proxy.legs.answer import Answer
+from proxy.legs.cloud_params import dropped_header
+
+_USAGE = re.compile(rb'"usage"\s*:\s*\{')
+_EVENT_END = b"\n\n"
+
+
+def usage_of(payload: Any) -> tuple[int, int] | None:
+    """(prompt, completion) tokens of an answer or chunk that reports them."""
+    usage = payload.get("usage") if isinstance(payload, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+
+
+@dataclass
+class WireBill:
+    """A wire answer's cost, charged once: `price(prompt, completion)` in USD."""
+
+    price: Callable[[int, int], float]
+    charge: Callable[[float], None]
+    prompt_estimate: int
+    tokens: tuple[int, int] | None = None
+    events: int = 0  # data events that passed: at least a token each
+    settled: bool = False
+
+    def settle(self) -> None:
+        if self.settled:
+            return
+        self.settled = True
+        prompt, completion = self.tokens or (self.prompt_estimate, self.events)
+        self.charge(self.price(prompt, completion))
+
+
+@dataclass
+class WireAnswer:
+    """The provider's answer (an engine client's Answer) with the bill and the client's usage
+    choice applied; the rest passes untouched."""
+
+    source: Answer
+    bill: WireBill
+    stream: bool
+    show_usage: bool = True  # False: the client did not ask for the usage chunk
+    dropped: tuple[str, ...] = ()  # body fields left behind (proxy/legs/cloud_params.py)
+    usage: dict[str, Any] = field(default_factory=dict)  # a whole answer's, once read
+
+    @property
+    def status(self) -> int:
+        return self.source.status
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        headers = self.source.headers()
+        if self.dropped:
+            headers.append((b"x-overspill-dropped", dropped_header(self.dropped)))
+        return headers
+
+    async def read(self) -> bytes:
+        body = await self.source.read()
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            payload = None
+        self.bill.tokens = usage_of(payload)
+        if self.bill.tokens is not None and isinstance(payload, dict):
+            self.usage = payload["usage"]
+        self.bill.settle()
+        return body
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        held = b""  # an event still arriving
+        try:
+            async for chunk in self.source.chunks():
+                held += chunk
+                end = held.rfind(_EVENT_END)
+                if end < 0:
+                    continue
+                whole, held = held[: end + 2], held[end + 2 :]
+                if out := self._passed(whole):
+                    yield out
+            if held:
+                yield held
+        finally:
+            self.close()
+
+    def _passed(self, events: bytes) -> bytes:
+        """Complete events as they go to the client: counted, the usage read (and left out
+        when unasked)."""
+        self.bill.events += events.count(b"data: {")
+        if _USAGE.search(events) is None:
+            return events
+        kept = [event for event in events.split(_EVENT_END) if self._keeps(event)]
+        return _EVENT_END.join(kept)
+
+    def _keeps(self, event: bytes) -> bool:
+        if _USAGE.search(event) is None:
+            return True
+        data = event.partition(b"data:")[2].strip()
+        try:
+            payload = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return True
+        self.bill.tokens = usage_of(payload)
+        self.bill.settle()  # now, before the client sees the stream end and asks again
+        # the usage-only chunk the client did not ask for is left out
+        return self.show_usage or bool(payload.get("choices"))
+
+    def close(self) -> None:
+        self.bill.settle()
+        self.source.close()
