@@ -75,8 +75,16 @@ class CloudTarget:
     api_base: str | None = None
     api_key_env: str | None = None  # the environment variable holding the key, never the key
     # "litellm": through litellm (any provider); "openai": the provider speaks OpenAI's wire
-    # format, and is reached as an engine is, bytes relayed (proxy/legs/cloud_wire.py)
+    # format, and is reached as an engine is, bytes relayed (proxy/legs/cloud_wire.py);
+    # "auto": "openai" for litellm's openai/ models, else "litellm"
     wire: str = "litellm"
+
+    @property
+    def speaks_openai(self) -> bool:
+        """Whether the call goes as OpenAI's wire format (no litellm on the hot path)."""
+        if self.wire == "auto":
+            return self.model.startswith("openai/")
+        return self.wire == "openai"
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,9 @@ CLOUD = {
     "model": Spec(str, "a litellm model string", check=_litellm_model),
     "api_base": Spec(str, "a string", None, _url),
     "api_key_env": Spec(str, "an environment variable name", None),
-    "wire": Spec(str, '"litellm" or "openai"', "litellm", _one_of("litellm", "openai")),
+    "wire": Spec(
+        str, '"auto", "litellm" or "openai"', "litellm", _one_of("auto", "litellm", "openai")
+    ),
 }
 ROUTE = {
     "model": Spec(str, "the public model name"),

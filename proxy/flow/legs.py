@@ -217,7 +217,7 @@ class CloudLeg:
         unlisted = self.policy.server.unlisted_params
         send_user = self.policy.privacy.send_user
         clouds = self.runtime.cloud
-        if cloud.wire == "litellm":
+        if not cloud.speaks_openai:
 
             def spend(usd: float) -> None:
                 self.runtime.gate.spend(tenant, usd)

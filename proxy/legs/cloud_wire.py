@@ -34,7 +34,9 @@ def wire_model(target: CloudTarget) -> str:
 
 def wire_url(target: CloudTarget, request: ProxyRequest) -> str:
     """The endpoint's URL at the target: its API base (`.../v1`) and the endpoint's path."""
-    base = (target.api_base or OPENAI_API).rstrip("/")
+    # without one, where OpenAI's own SDK (and litellm) would send it: OPENAI_BASE_URL, the
+    # operator's environment, else OpenAI
+    base = (target.api_base or os.environ.get("OPENAI_BASE_URL") or OPENAI_API).rstrip("/")
     return base + request.path.removeprefix("/v1")
 
 
@@ -51,8 +53,9 @@ def wire_body(target: CloudTarget, request: ProxyRequest, params: dict[str, Any]
 
 def wire_headers(target: CloudTarget, request_id: str) -> dict[str, str]:
     headers = {"content-type": "application/json", "x-request-id": request_id}
-    if target.api_key_env:
-        headers["authorization"] = f"Bearer {os.environ.get(target.api_key_env, '')}"
+    key = os.environ.get(target.api_key_env or "OPENAI_API_KEY", "")
+    if key:
+        headers["authorization"] = f"Bearer {key}"
     return headers
 
 

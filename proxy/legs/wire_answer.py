@@ -105,6 +105,8 @@ class WireAnswer:
         """Complete events as they go to the client: counted, the usage read (and left out
         when unasked)."""
         self.bill.events += events.count(b"data: {")
+        if not self.show_usage:  # OpenAI writes "usage": null in every chunk once it is asked
+            events = events.replace(b',"usage":null', b"")
         if _USAGE.search(events) is None:
             return events
         kept = [event for event in events.split(_EVENT_END) if self._keeps(event)]

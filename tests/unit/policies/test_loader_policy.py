@@ -117,7 +117,7 @@ INVALID = [
         BACKEND + CLOUD + 'wire = "grpc"\n',
         "clouds[0].wire",
         9,
-        "must be one of litellm, openai, got 'grpc'",
+        "must be one of auto, litellm, openai, got 'grpc'",
     ),
     invalid(
         "unknown backend in a route's local",

@@ -146,6 +146,7 @@ models = { m = "m" }
 [[clouds]]
 name = "mini"
 model = "openai/gpt-4o-mini"
+wire = "litellm"  # the scripted cloud below stands in for litellm
 
 [[routes]]
 model = "m"

@@ -132,3 +132,16 @@ async def test_a_whole_answer_is_billed_from_its_usage_and_names_what_was_droppe
     assert await answer.read() == body
     assert charges.usd == [0.013]
     assert (b"x-overspill-dropped", b"user") in answer.headers()
+
+
+async def test_the_null_usage_openai_writes_in_every_chunk_is_not_shown_unasked() -> None:
+    piece = b'data: {"choices":[{"index":0,"delta":{"content":"a"}}],"usage":null}\n\n'
+    answer = WireAnswer(Scripted([piece, USAGE, DONE]), Charges().bill(), stream=True)
+    answer.show_usage = False
+    assert await relayed(answer) == piece.replace(b',"usage":null', b"") + DONE
+
+
+def test_auto_speaks_openai_for_openai_models_only() -> None:
+    assert CloudTarget("a", "openai/gpt-4o-mini", wire="auto").speaks_openai
+    assert not CloudTarget("b", "anthropic/claude-3-5-haiku-latest", wire="auto").speaks_openai
+    assert not CloudTarget("c", "openai/gpt-4o-mini").speaks_openai  # litellm unless asked
