@@ -96,7 +96,9 @@ def render(table_scores: dict[str, Score], carried: dict[str, int]) -> str:
     return table(headers, rows)
 
 
-def plot(table_scores: dict[str, Score], half: str) -> None:
+def plot(table_scores: dict[str, Score], half: str, costs: dict[str, tuple[float, float]]) -> None:
+    """Precision and recall per class, and beside them what detection costs a request
+    (`costs`: label -> (p50, p99) in ms)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -106,13 +108,21 @@ def plot(table_scores: dict[str, Score], half: str) -> None:
     xs = range(len(names))
     precision = [table_scores[n].precision or 0.0 for n in names]
     recall = [table_scores[n].recall or 0.0 for n in names]
-    fig, ax = plt.subplots(figsize=(11, 4.5))
+    fig, (ax, cost) = plt.subplots(1, 2, figsize=(15, 4.8), width_ratios=(3, 1))
     ax.bar([x - 0.2 for x in xs], precision, 0.4, label="precision")
     ax.bar([x + 0.2 for x in xs], recall, 0.4, label="recall")
     ax.set_xticks(list(xs), names, rotation=35, ha="right")
     ax.set_ylim(0, 1.05)
     ax.set_title(f"Personal-data detectors on the labelled corpus ({half} half)")
     ax.legend()
+    labels = list(costs)
+    spots = range(len(labels))
+    cost.bar([x - 0.2 for x in spots], [costs[k][0] for k in labels], 0.4, label="p50")
+    cost.bar([x + 0.2 for x in spots], [costs[k][1] for k in labels], 0.4, label="p99")
+    cost.set_xticks(list(spots), labels, rotation=20, ha="right")
+    cost.set_ylabel("ms per request")
+    cost.set_title("What detection adds")
+    cost.legend()
     fig.tight_layout()
     path = plot_path("privacy")
     fig.savefig(path, dpi=110)
@@ -136,20 +146,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(render(found, dict(counts(cases))))
     flagged, clean = clean_flagged(cases, detected)
     print(f"\nclean requests flagged by a detector: {flagged} of {clean}")
-    p50, p99 = percentiles(latencies_ms(cases, entry_detected))
-    print(f"every request, on arrival (pattern detectors): p50 {p50:.3f} ms, p99 {p99:.3f} ms")
+    arrival = percentiles(latencies_ms(cases, entry_detected))
+    print(
+        "every request, on arrival (pattern detectors):"
+        f" p50 {arrival[0]:.3f} ms, p99 {arrival[1]:.3f} ms"
+    )
     print("added for a request served locally: nothing (the names model never reads it)")
-    p50, p99 = percentiles(latencies_ms(cases, lambda body: leaving(names, body)))
+    leaving_cost = percentiles(latencies_ms(cases, lambda body: leaving(names, body)))
     print(
         "added for a cloud-bound request (names model, and redaction at a redacting level):"
-        f" p50 {p50:.3f} ms, p99 {p99:.3f} ms"
+        f" p50 {leaving_cost[0]:.3f} ms, p99 {leaving_cost[1]:.3f} ms"
     )
+    costs = {"every request, on arrival": arrival, "cloud-bound, on top": leaving_cost}
     if args.show_misses:
         for name in CLASSES:
             score = found[name]
             if score.missed or score.false:
                 print(f"{name}: missed {score.missed}; flagged without {score.false}")
-    plot(found, args.half)
+    plot(found, args.half, costs)
     return 0
 
 
