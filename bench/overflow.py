@@ -67,7 +67,15 @@ CLOUD = (
 )
 
 
-def policy(local: str, cloud: str, overflow: bool, ratio: float, slo: float, max_seqs: int) -> str:
+def policy(
+    local: str,
+    cloud: str,
+    overflow: bool,
+    ratio: float,
+    slo: float,
+    max_seqs: int,
+    wire: str = "litellm",
+) -> str:
     text = f"""
 [server]
 probe_interval_s = 0.25
@@ -83,6 +91,7 @@ name = "cloud"
 model = "openai/cloud-m"
 api_base = "{cloud}/v1"
 api_key_env = "BENCH_CLOUD_KEY"
+wire = "{wire}"
 """
     if overflow:
         # ratio 2.0: up to 4 running and 4 queued (about one service time of wait), then cloud.
@@ -217,6 +226,9 @@ def main() -> int:
     parser.add_argument("--decode-base-ms", type=float, default=60)
     parser.add_argument("--decode-per-seq-ms", type=float, default=2)
     parser.add_argument("--tokens", type=int, default=16, help="answer length")
+    parser.add_argument(
+        "--wire", choices=["litellm", "openai"], default="litellm", help="the cloud leg's path"
+    )
     args = parser.parse_args()
     loads = [float(x) for x in args.loads.split(",")]
     rows: list[Row] = []
@@ -231,7 +243,9 @@ def main() -> int:
         )
         for mode, overflow in (("local only", False), ("overflow", True)):
             with proxy(
-                policy(local.url, cloud.url, overflow, args.ratio, args.slo, args.max_seqs)
+                policy(
+                    local.url, cloud.url, overflow, args.ratio, args.slo, args.max_seqs, args.wire
+                )
             ) as p:
                 for i, load in enumerate(loads):
                     outcomes = asyncio.run(
