@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from proxy.errors import APIError, InternalError, error_body
-from proxy.sim import control, ollama_api, openai_api
+from proxy.sim import anthropic_api, control, ollama_api, openai_api
 from proxy.sim.engine import Engine
 from proxy.sim.faults import Faults
 from proxy.sim.http import error_response, json_response
@@ -53,6 +53,8 @@ def _routes(personality: Personality) -> list[BaseRoute]:
         routes += control.VLLM_ROUTES
     if personality == "ollama":
         routes += ollama_api.ROUTES
+    if personality == "cloud":
+        routes += anthropic_api.ROUTES
     return routes
 
 
@@ -98,10 +100,19 @@ def _native_ollama(request: Request) -> bool:
     return request.url.path.startswith("/api/")
 
 
+def _anthropic(request: Request) -> bool:
+    # errors answer in the shape of the API that was called, as each provider does; only the
+    # cloud personality serves Anthropic's
+    sim: Simulator = request.app.state.sim
+    return sim.personality == "cloud" and request.url.path == anthropic_api.PATH
+
+
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, APIError)
     if _native_ollama(request):
         return json_response({"error": exc.message}, exc.status, exc.headers)
+    if _anthropic(request):
+        return anthropic_api.error_response(exc.status, exc.message, exc.headers)
     return error_response(exc)
 
 
@@ -109,8 +120,10 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     kind = "not_found" if exc.status_code == 404 else "invalid_request_error"
     message = f"{request.method} {request.url.path}: {exc.detail}"
+    if _anthropic(request):
+        return anthropic_api.error_response(exc.status_code, message)
     return json_response(error_body(message, kind, None, None), exc.status_code)
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
-    return error_response(InternalError(f"simulator error: {type(exc).__name__}"))
+    return await _api_error(request, InternalError(f"simulator error: {type(exc).__name__}"))

@@ -1,12 +1,15 @@
 """The wire formats the simulator speaks: OpenAI chat and completions, Ollama chat and generate.
 
 A format renders one request's answer either whole or as a stream of pieces (SSE events for
-OpenAI, NDJSON lines for Ollama), and renders errors the way that API does.
+OpenAI, NDJSON lines for Ollama), and renders errors the way that API does. An answer has one
+choice per sequence: a batched completions request (`prompt` an array) runs one sequence per
+prompt, and choice `i` answers prompt `i`; every other request has one.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -26,23 +29,35 @@ class WireFormat(Protocol):
 
     def first(self) -> bytes: ...
 
-    def piece(self, text: str, finish_reason: str | None = None) -> bytes:
-        """One token; `finish_reason` is given with the answer's last token."""
+    def piece(self, text: str, finish_reason: str | None = None, index: int = 0) -> bytes:
+        """One token of choice `index`; `finish_reason` is given with the choice's last token."""
         ...
 
-    def last(self, seq: Sequence) -> bytes: ...
+    def end(self, seq: Sequence, index: int = 0) -> bytes:
+        """What closes choice `index` once its sequence has finished."""
+        ...
 
-    def whole(self, seq: Sequence) -> bytes: ...
+    def last(self, seqs: tuple[Sequence, ...]) -> bytes:
+        """What closes the stream once every choice has ended."""
+        ...
+
+    def whole(self, seqs: tuple[Sequence, ...]) -> bytes: ...
 
     def error(self, error: APIError, streaming: bool) -> bytes: ...
 
 
-def usage(seq: Sequence) -> dict[str, Any]:
+def usage(seqs: Iterable[Sequence]) -> dict[str, Any]:
+    """A request's usage: every prompt's tokens and every choice's, summed."""
+    prompt = completion = cached = 0
+    for seq in seqs:
+        prompt += len(seq.prompt)
+        completion += seq.generated
+        cached += seq.cached_tokens
     return {
-        "prompt_tokens": len(seq.prompt),
-        "completion_tokens": seq.generated,
-        "total_tokens": len(seq.prompt) + seq.generated,
-        "prompt_tokens_details": {"cached_tokens": seq.cached_tokens},
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
     }
 
 
@@ -71,13 +86,13 @@ class OpenAIFormat:
     def media_type(self, stream: bool) -> str:
         return SSE if stream else JSON
 
-    def _chunk(self, choice: dict[str, Any]) -> bytes:
+    def _chunk(self, choice: dict[str, Any], index: int = 0) -> bytes:
         payload: dict[str, Any] = {
             "id": self.id,
             "object": self.object,
             "created": self.created,
             "model": self.model,
-            "choices": [{"index": 0, "logprobs": None, **choice}],
+            "choices": [{"index": index, "logprobs": None, **choice}],
         }
         if self.include_usage and not self.vllm_style:
             payload["usage"] = None
@@ -88,48 +103,52 @@ class OpenAIFormat:
             return b""
         return self._chunk({"delta": {"role": "assistant", "content": ""}, "finish_reason": None})
 
-    def piece(self, text: str, finish_reason: str | None = None) -> bytes:
+    def piece(self, text: str, finish_reason: str | None = None, index: int = 0) -> bytes:
         finish = finish_reason if self.vllm_style else None
         if self.chat:
-            return self._chunk({"delta": {"content": text}, "finish_reason": finish})
-        return self._chunk({"text": text, "finish_reason": finish})
+            return self._chunk({"delta": {"content": text}, "finish_reason": finish}, index)
+        return self._chunk({"text": text, "finish_reason": finish}, index)
 
-    def last(self, seq: Sequence) -> bytes:
+    def end(self, seq: Sequence, index: int = 0) -> bytes:
+        if self.vllm_style and seq.generated and seq.finish_reason != "abort":
+            return b""  # the finish_reason went out with the last token
+        end: dict[str, Any] = {"delta": {}} if self.chat else {"text": ""}
+        return self._chunk({**end, "finish_reason": seq.finish_reason}, index)
+
+    def last(self, seqs: tuple[Sequence, ...]) -> bytes:
         out = b""
-        if not (self.vllm_style and seq.generated and seq.finish_reason != "abort"):
-            end: dict[str, Any] = {"delta": {}} if self.chat else {"text": ""}
-            out = self._chunk({**end, "finish_reason": seq.finish_reason})
         if self.include_usage:
-            out += _sse(
+            out = _sse(
                 {
                     "id": self.id,
                     "object": self.object,
                     "created": self.created,
                     "model": self.model,
                     "choices": [],
-                    "usage": usage(seq),
+                    "usage": usage(seqs),
                 }
             )
         return out + b"data: [DONE]\n\n"
 
-    def whole(self, seq: Sequence) -> bytes:
-        text = "".join(seq.output.tokens[: seq.generated])
-        if self.chat:
-            choice: dict[str, Any] = {"message": {"role": "assistant", "content": text}}
-        else:
-            choice = {"text": text}
+    def whole(self, seqs: tuple[Sequence, ...]) -> bytes:
         return orjson.dumps(
             {
                 "id": self.id,
                 "object": "chat.completion" if self.chat else "text_completion",
                 "created": self.created,
                 "model": self.model,
-                "choices": [
-                    {"index": 0, **choice, "logprobs": None, "finish_reason": seq.finish_reason}
-                ],
-                "usage": usage(seq),
+                "choices": [self._choice(seq, index) for index, seq in enumerate(seqs)],
+                "usage": usage(seqs),
             }
         )
+
+    def _choice(self, seq: Sequence, index: int) -> dict[str, Any]:
+        text = "".join(seq.output.tokens[: seq.generated])
+        if self.chat:
+            content: dict[str, Any] = {"message": {"role": "assistant", "content": text}}
+        else:
+            content = {"text": text}
+        return {"index": index, **content, "logprobs": None, "finish_reason": seq.finish_reason}
 
     def error(self, error: APIError, streaming: bool) -> bytes:
         return _sse(error.body()) if streaming else error.render()
@@ -166,7 +185,7 @@ class OllamaFormat:
     def first(self) -> bytes:
         return b""
 
-    def piece(self, text: str, finish_reason: str | None = None) -> bytes:
+    def piece(self, text: str, finish_reason: str | None = None, index: int = 0) -> bytes:
         return orjson.dumps(self._line(text, False)) + b"\n"
 
     def _summary(self, seq: Sequence) -> dict[str, Any]:
@@ -182,10 +201,14 @@ class OllamaFormat:
             "eval_duration": _ns(end - first),
         }
 
-    def last(self, seq: Sequence) -> bytes:
+    def end(self, seq: Sequence, index: int = 0) -> bytes:
         return orjson.dumps(self._line("", True, self._summary(seq))) + b"\n"
 
-    def whole(self, seq: Sequence) -> bytes:
+    def last(self, seqs: tuple[Sequence, ...]) -> bytes:
+        return b""
+
+    def whole(self, seqs: tuple[Sequence, ...]) -> bytes:
+        (seq,) = seqs  # Ollama's native API takes one prompt per request
         text = "".join(seq.output.tokens[: seq.generated])
         return orjson.dumps(self._line(text, True, self._summary(seq)))
 

@@ -70,7 +70,7 @@ async def _generate(request: Request, chat: bool) -> SequenceResponse:
     models = _models(sim)
     cold = parsed.model not in models.loaded
     wire = OllamaFormat(parsed.model, chat=chat, load_seconds=sim.profile.load_ms / 1000 * cold)
-    return SequenceResponse(sim, parsed, wire, echo_headers(request_id(request)))
+    return SequenceResponse(sim, (parsed,), wire, echo_headers(request_id(request)))
 
 
 async def tags(request: Request) -> Response:

@@ -13,7 +13,7 @@ from starlette.routing import Route
 
 from proxy.sim.formats import OpenAIFormat
 from proxy.sim.http import echo_headers, json_response, read_json, request_id
-from proxy.sim.requests import parse_chat, parse_completion, parse_embeddings
+from proxy.sim.requests import parse_chat, parse_completions, parse_embeddings
 from proxy.sim.responder import SequenceResponse
 from proxy.sim.simulator import Simulator
 from proxy.sim.tokens import embed
@@ -37,14 +37,16 @@ async def completions(request: Request) -> SequenceResponse:
 async def _generate(request: Request, chat: bool) -> SequenceResponse:
     sim = _sim(request)
     body = await read_json(request, sim.profile.max_body_bytes)
-    parsed = parse_chat(body) if chat else parse_completion(body)
-    sim.admit(request.url.path, dict(request.headers), body, parsed.model)
+    # A completions request answers each prompt of a batched `prompt`: one request per prompt.
+    parsed = (parse_chat(body),) if chat else parse_completions(body)
+    head = parsed[0]
+    sim.admit(request.url.path, dict(request.headers), body, head.model)  # recorded once
     rid = request_id(request)
     wire = OpenAIFormat(
         rid,
-        parsed.model,
+        head.model,
         chat=chat,
-        include_usage=parsed.include_usage,
+        include_usage=head.include_usage,
         vllm_style=sim.personality == "vllm",
     )
     early = sim.personality == "vllm"

@@ -6,8 +6,17 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-# Headers worth keeping for tests; credentials are reduced to a fingerprint.
-_KEPT_HEADERS = ("x-request-id", "x-overspill-privacy", "user-agent", "content-type")
+# Headers worth keeping for tests; credentials (OpenAI's bearer token, Anthropic's x-api-key)
+# are reduced to a fingerprint.
+_KEPT_HEADERS = (
+    "x-request-id",
+    "x-overspill-privacy",
+    "user-agent",
+    "content-type",
+    "anthropic-version",
+    "anthropic-beta",
+)
+_CREDENTIALS = ("authorization", "x-api-key")
 
 
 @dataclass
@@ -21,9 +30,9 @@ class RequestLog:
             self.entries.popleft()
             self.dropped += 1
         kept = {name: headers[name] for name in _KEPT_HEADERS if name in headers}
-        auth = headers.get("authorization")
-        if auth:
-            kept["authorization"] = "…" + auth[-4:]
+        for name in _CREDENTIALS:
+            if headers.get(name):
+                kept[name] = "…" + headers[name][-4:]
         self.entries.append({"at": at, "path": path, "headers": kept, "body": body})
 
     def snapshot(self) -> dict[str, Any]:

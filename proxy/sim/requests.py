@@ -29,6 +29,10 @@ class GenerationRequest:
     include_usage: bool
     keep_alive_s: float | None = None  # Ollama only
     echo: str = ""  # the last message's text, or the prompt: what an echo profile answers
+    # True: an answer runs to max_tokens (as with vLLM's ignore_eos), so benchmarks set output
+    # lengths exactly. Anthropic's max_tokens is mandatory (clients send a large one), so there
+    # it only caps an answer of natural length.
+    fills_max_tokens: bool = True
 
 
 @dataclass(frozen=True)
@@ -43,9 +47,30 @@ def parse_chat(body: dict[str, Any]) -> GenerationRequest:
     return dataclasses.replace(request, echo=message_text(messages[-1]))
 
 
-def parse_completion(body: dict[str, Any]) -> GenerationRequest:
-    prompt = _completion_prompt(body.get("prompt"))
-    return dataclasses.replace(_generation(body, prompt, _max_tokens(body, 16)), echo=prompt)
+def parse_completions(body: dict[str, Any]) -> tuple[GenerationRequest, ...]:
+    """One request per prompt, in order: a batched `prompt` is answered prompt by prompt, each
+    prompt its own sequence, with the body's other fields shared."""
+    prompts = completion_prompts(body.get("prompt"))
+    shared = _generation(body, prompts[0], _max_tokens(body, 16))
+    return tuple(dataclasses.replace(shared, prompt=prompt, echo=prompt) for prompt in prompts)
+
+
+def completion_prompts(prompt: Any) -> tuple[str, ...]:
+    """The prompts of a completions body, as OpenAI reads `prompt`: a string, an array of token
+    ids (one prompt), or a batch: an array of strings or an array of token-id arrays."""
+    if isinstance(prompt, str):
+        return (prompt,)
+    if _is_token_ids(prompt):
+        return (_token_text(prompt),)
+    if isinstance(prompt, list) and prompt and all(isinstance(item, str) for item in prompt):
+        return tuple(prompt)
+    if isinstance(prompt, list) and prompt and all(_is_token_ids(item) for item in prompt):
+        return tuple(_token_text(item) for item in prompt)
+    raise BadRequest(
+        "'prompt' must be a string, an array of token ids, an array of strings or an array of "
+        "token-id arrays (not empty, not mixed)",
+        param="prompt",
+    )
 
 
 def parse_embeddings(body: dict[str, Any]) -> EmbeddingRequest:
@@ -156,16 +181,13 @@ def _max_tokens(body: dict[str, Any], default: int | None = None) -> int | None:
     return default
 
 
-def _completion_prompt(prompt: Any) -> str:
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-        return prompt[0]
-    if isinstance(prompt, list) and prompt and all(_is_int(token) for token in prompt):
-        return " ".join(str(token) for token in prompt)
-    if isinstance(prompt, list) and len(prompt) > 1:
-        raise BadRequest("batched prompts are not supported; send one prompt", param="prompt")
-    raise BadRequest("'prompt' must be a string or an array of token ids", param="prompt")
+def _is_token_ids(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(_is_int(token) for token in value)
+
+
+def _token_text(tokens: list[int]) -> str:
+    """Token ids as text: the simulator has no vocabulary to decode them with."""
+    return " ".join(str(token) for token in tokens)
 
 
 def _ollama_generate_prompt(body: dict[str, Any]) -> str:

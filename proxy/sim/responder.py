@@ -1,4 +1,7 @@
-"""The ASGI response that runs a sequence and sends its answer, whole or streamed.
+"""The ASGI response that runs a request's sequences and sends its answer, whole or streamed.
+
+A request has one sequence, or one per prompt for a batched completions request: a stream then
+interleaves its choices' chunks in the order the engine produced the tokens.
 
 It watches the connection while it works: when the client goes away, the response task is
 cancelled wherever it is waiting (an injected delay, a cold load, the queue, between tokens) and
@@ -9,6 +12,7 @@ for a request that hangs before its first token.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from starlette.types import Receive, Scope, Send
@@ -24,7 +28,8 @@ from proxy.sim.simulator import Simulator
 @dataclass
 class SequenceResponse:
     sim: Simulator
-    request: GenerationRequest
+    # One per choice: a batch's requests differ only in their prompts.
+    requests: tuple[GenerationRequest, ...]
     format: WireFormat
     headers: list[tuple[bytes, bytes]]
     # vLLM sends a stream's headers as soon as it accepts the request; Ollama and hosted APIs
@@ -39,23 +44,26 @@ class SequenceResponse:
             self.sim.disconnects += 1
 
     async def _respond(self, send: Send) -> None:
+        stream = self.requests[0].stream
         try:
-            engine, seq = await self.sim.start(self.request, self.request.stream)
+            engine, seqs = await self.sim.start(self.requests, stream)
         except APIError as error:
             await self._send_error(send, error)
             return
         try:
-            if self.request.stream:
-                await self._stream(send, seq)
+            if stream:
+                await self._stream(send, seqs)
             else:
-                await self._whole(send, seq)
+                await self._whole(send, seqs)
         finally:
-            engine.abort(seq)  # a no-op for a sequence that finished
-            self.sim.host.release(self.request.model)
+            for seq in seqs:
+                engine.abort(seq)  # a no-op for a sequence that finished
+            self.sim.host.release(self.requests[0].model)
 
-    async def _whole(self, send: Send, seq: Sequence) -> None:
-        await seq.done.wait()
-        body = self.format.whole(seq)
+    async def _whole(self, send: Send, seqs: tuple[Sequence, ...]) -> None:
+        for seq in seqs:
+            await seq.done.wait()
+        body = self.format.whole(seqs)
         drop = self.sim.faults.drop_after_chunks
         await self._start(send, self.format.media_type(False), len(body))
         if drop is not None:
@@ -67,33 +75,48 @@ class SequenceResponse:
         self._watch.finish()
         await send({"type": "http.response.body", "body": body})
 
-    async def _stream(self, send: Send, seq: Sequence) -> None:
+    async def _stream(self, send: Send, seqs: tuple[Sequence, ...]) -> None:
+        progress = seqs[0].progress  # shared by all of them (Simulator.sequences)
         if not self.headers_first:
-            await seq.progress.wait()
+            await progress.wait()
         await self._start(send, self.format.media_type(True), None)
-        sent = 0
+        sent = [0] * len(seqs)
+        closed = [False] * len(seqs)
         pieces = 0
         drop = self.sim.faults.drop_after_chunks
         buffer = self.format.first()
         while True:
-            seq.progress.clear()
-            tokens = seq.output.tokens
-            while sent < seq.generated:
+            progress.clear()
+            for index in in_step_order(seqs, sent):
                 if drop is not None and pieces >= drop:
                     await self._body(send, buffer)
                     return  # uvicorn closes a response that was never completed
-                final = seq.ended and sent + 1 == seq.generated
-                buffer += self.format.piece(tokens[sent], seq.finish_reason if final else None)
-                sent += 1
+                buffer += self._piece(seqs[index], index, sent[index])
+                sent[index] += 1
                 pieces += 1
-            if seq.ended:
+            buffer += self._close_ended(seqs, closed)
+            if all(closed):
                 break
-            if sent:  # vLLM sends the role chunk with the first token, not before prefill
+            if pieces:  # vLLM sends the role chunk with the first token, not before prefill
                 await self._body(send, buffer)
                 buffer = b""
-            await seq.progress.wait()
+            await progress.wait()
         self._watch.finish()
-        await send({"type": "http.response.body", "body": buffer + self.format.last(seq)})
+        await send({"type": "http.response.body", "body": buffer + self.format.last(seqs)})
+
+    def _piece(self, seq: Sequence, index: int, position: int) -> bytes:
+        final = seq.ended and position + 1 == seq.generated
+        reason = seq.finish_reason if final else None
+        return self.format.piece(seq.output.tokens[position], reason, index)
+
+    def _close_ended(self, seqs: tuple[Sequence, ...], closed: list[bool]) -> bytes:
+        """Each newly finished choice's closing, once (marked in `closed`)."""
+        out = b""
+        for index, seq in enumerate(seqs):
+            if seq.ended and not closed[index]:
+                out += self.format.end(seq, index)
+                closed[index] = True
+        return out
 
     async def _start(self, send: Send, media_type: str, length: int | None) -> None:
         headers = [(b"content-type", media_type.encode()), *self.headers]
@@ -114,3 +137,17 @@ class SequenceResponse:
         self._watch.finish()
         await send({"type": "http.response.start", "status": error.status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+def in_step_order(seqs: tuple[Sequence, ...], sent: list[int]) -> Iterator[int]:
+    """Whose unsent token goes out next: one per choice in index order, round after round.
+
+    A scheduler step emits one token per running sequence, so choices decoding side by side
+    come out in the order the engine made them, even when several steps passed since the
+    stream last looked. The caller counts each index it is given in `sent`.
+    """
+    while True:
+        ready = [index for index, seq in enumerate(seqs) if sent[index] < seq.generated]
+        if not ready:
+            return
+        yield from ready

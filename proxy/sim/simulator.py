@@ -72,19 +72,42 @@ class Simulator:
                 error.status = self.faults.error_status
             raise error
 
-    async def start(self, request: GenerationRequest, streaming: bool) -> tuple[Engine, Sequence]:
-        """Wait out injected delays, get the model's engine (loading it if need be), submit."""
+    async def start(
+        self, requests: tuple[GenerationRequest, ...], streaming: bool
+    ) -> tuple[Engine, tuple[Sequence, ...]]:
+        """Wait out injected delays, get the model's engine (loading it if need be), submit.
+
+        A batch (one request per prompt, same model) is submitted together, one sequence per
+        prompt, as if a client had sent the prompts at once: each queues, batches and finds
+        the prefix cache on its own.
+        """
+        model, keep_alive = requests[0].model, requests[0].keep_alive_s
         delay = self.faults.delay_s + self.profile.network_latency_ms / 1000
         if delay:
             await asyncio.sleep(delay)
-        engine = await self.host.acquire(request.model, request.keep_alive_s)
+        engine = await self.host.acquire(model, keep_alive)
+        seqs: tuple[Sequence, ...] = ()
         try:
-            seq = self.sequence(request, engine, streaming)
-            engine.submit(seq)
+            seqs = self.sequences(requests, engine, streaming)
+            for seq in seqs:
+                engine.submit(seq)
         except BaseException:
-            self.host.release(request.model)
+            for seq in seqs:
+                engine.abort(seq)  # those already queued leave; a full queue refuses them all
+            self.host.release(model)
             raise
-        return engine, seq
+        return engine, seqs
+
+    def sequences(
+        self, requests: tuple[GenerationRequest, ...], engine: Engine, streaming: bool
+    ) -> tuple[Sequence, ...]:
+        """Every request's sequence (each checked against the context first), sharing one
+        progress event, so a stream of several choices wakes on any choice's token."""
+        seqs = tuple(self.sequence(request, engine, streaming) for request in requests)
+        progress = asyncio.Event()
+        for seq in seqs:
+            seq.progress = progress
+        return seqs
 
     def sequence(self, request: GenerationRequest, engine: Engine, streaming: bool) -> Sequence:
         prompt = tokenize(request.prompt)
@@ -101,6 +124,8 @@ class Simulator:
         seed = request_seed(request.model, request.prompt, request.seed, request.temperature)
         natural = natural_length(seed, self.profile.output_tokens, self.profile.output_distribution)
         limit = request.max_tokens
+        if limit is not None and not request.fills_max_tokens and natural <= limit:
+            limit = None  # a natural answer that fits under the cap ends by itself
         if limit is None and natural > room:
             limit = room  # an answer that would overflow the context is cut: finish "length"
         output = plan_output(seed, limit, natural, request.stop)

@@ -71,6 +71,7 @@ class OutputPlan:
 
     tokens: tuple[str, ...]
     finish_reason: str  # "stop" or "length"
+    stop_sequence: str | None = None  # the stop string the answer was cut at (Anthropic says it)
 
     @property
     def text(self) -> str:
@@ -107,7 +108,8 @@ def plan_output(
     if stop:
         cut = _cut_at_stop(tokens, stop)
         if cut is not None:
-            return OutputPlan(tuple(cut), "stop")
+            kept, matched = cut
+            return OutputPlan(tuple(kept), "stop", matched)
     return OutputPlan(tuple(tokens), finish_reason)
 
 
@@ -117,12 +119,13 @@ def _sentence_word(rng: random.Random, index: int) -> str:
     return rng.choice(_VOCABULARY)
 
 
-def _cut_at_stop(tokens: list[str], stop: Sequence[str]) -> list[str] | None:
+def _cut_at_stop(tokens: list[str], stop: Sequence[str]) -> tuple[list[str], str] | None:
+    """The tokens before the first stop string found, and that string."""
     text = "".join(tokens)
-    positions = [text.find(s) for s in stop if s and s in text]
-    if not positions:
+    found = [(text.find(s), s) for s in stop if s and s in text]
+    if not found:
         return None
-    end = min(positions)
+    end, matched = min(found, key=lambda pair: pair[0])
     kept: list[str] = []
     used = 0
     for token in tokens:
@@ -132,7 +135,7 @@ def _cut_at_stop(tokens: list[str], stop: Sequence[str]) -> list[str] | None:
             break
         kept.append(token)
         used += len(token)
-    return kept
+    return kept, matched
 
 
 def natural_length(seed: int, mean: int, distribution: str) -> int:

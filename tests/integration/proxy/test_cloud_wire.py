@@ -2,10 +2,16 @@
 the proxy (local engine down) and a cloud-personality simulator that records what it receives,
 driven by the official openai SDK. The call carries the provider's model name, the operator's
 key and only the allow-listed parameters; the answer comes back whole or streamed as the
-provider sent it, the usage chunk only when asked; the spend is counted."""
+provider sent it, the usage chunk only when asked; the spend is counted.
+
+"As the provider sent it" is checked byte for byte: the request the simulator recorded is sent
+to it again directly (same body, same request id, so the same id and, with a seed, the same
+words), and the two answers compared."""
 
 from __future__ import annotations
 
+import re
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,7 +35,9 @@ ROUTE = '[[routes]]\nmodel = "m"\ncloud = ["mini"]\n'
 
 @pytest.fixture(scope="module")
 def wired() -> Iterator[tuple[Process, Process]]:
-    flags = engine_flags(personality="cloud", decode_base_ms=1, output_tokens=5)
+    # blocks larger than any prompt here: a request sent again finds nothing in the prefix cache,
+    # so its usage (cached_tokens) is the same as the first time
+    flags = engine_flags(personality="cloud", decode_base_ms=1, output_tokens=5, block_size=1024)
     with sim(*flags, "--model", "gpt-4o-mini") as cloud:
         down = backend_toml("gone", "vllm", "http://127.0.0.1:9", {"m": "m"})
         target = cloud_toml("mini", cloud.url) + 'wire = "openai"\n'
@@ -130,3 +138,63 @@ def test_a_redacted_stream_over_the_wire_comes_back_whole() -> None:
             assert "".join(pieces) == text
             left = last_received(cloud)["body"]["messages"][0]["content"]
             assert left == "Write to <EMAIL_1> today"
+
+
+_CREATED = re.compile(rb'"created":(\d+)')
+
+
+def relayed_and_sent(
+    p: Process, cloud: Process, stream: bool, include_usage: bool
+) -> tuple[bytes, bytes]:
+    """The answer's bytes as the proxy relayed them, and as the provider sends them for the
+    request it received (sent to it again directly). `created` is the second an answer was
+    made: a pair that straddles a second boundary is made again, with a new prompt."""
+    for _ in range(3):
+        body: dict[str, Any] = {
+            "model": "m",
+            "messages": [{"role": "user", "content": f"bytes {uuid.uuid4().hex[:8]}"}],
+            "seed": 7,  # the simulator's words depend on model, prompt and seed only
+            "stream": stream,
+        }
+        if include_usage:
+            body["stream_options"] = {"include_usage": True}
+        auth = {"authorization": "Bearer sk-client"}
+        relayed = httpx.post(p.url + "/v1/chat/completions", json=body, headers=auth)
+        assert relayed.status_code == 200, relayed.text
+        assert relayed.headers["x-overspill-route"] == "cloud/mini"
+        received = last_received(cloud)
+        rid = {"x-request-id": received["headers"]["x-request-id"]}
+        sent = httpx.post(cloud.url + "/v1/chat/completions", json=received["body"], headers=rid)
+        assert sent.status_code == 200, sent.text
+        if set(_CREATED.findall(relayed.content)) == set(_CREATED.findall(sent.content)):
+            return relayed.content, sent.content
+    raise AssertionError("three answers in a row straddled a second boundary")
+
+
+def test_a_stream_is_the_providers_bytes(wired: tuple[Process, Process]) -> None:
+    """Asked for usage, nothing is hidden: the very bytes, the provider's model name in them."""
+    p, cloud = wired
+    relayed, sent = relayed_and_sent(p, cloud, stream=True, include_usage=True)
+    assert relayed.count(b"data: {") > 3  # a real stream: role, words, end, usage
+    assert b'"model":"gpt-4o-mini"' in relayed
+    assert relayed == sent
+
+
+def test_a_stream_without_usage_differs_only_by_the_usage(wired: tuple[Process, Process]) -> None:
+    """Not asked for usage: the provider's bytes less its usage chunk and the `"usage":null`
+    it writes in every chunk once usage is asked for (the proxy always asks, to price)."""
+    p, cloud = wired
+    relayed, sent = relayed_and_sent(p, cloud, stream=True, include_usage=False)
+    events = sent.split(b"\n\n")
+    usage_events = [e for e in events if b'"choices":[],"usage":{' in e]
+    assert len(usage_events) == 1
+    expected = b"\n\n".join(e for e in events if e not in usage_events)
+    assert relayed == expected.replace(b',"usage":null', b"")
+    assert b"usage" not in relayed
+
+
+def test_a_whole_answer_is_the_providers_bytes(wired: tuple[Process, Process]) -> None:
+    p, cloud = wired
+    relayed, sent = relayed_and_sent(p, cloud, stream=False, include_usage=False)
+    assert b'"usage":{' in relayed
+    assert relayed == sent

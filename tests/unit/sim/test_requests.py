@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -9,7 +10,7 @@ from proxy.errors import BadRequest
 from proxy.schema import decode_json
 from proxy.sim.requests import (
     parse_chat,
-    parse_completion,
+    parse_completions,
     parse_embeddings,
     parse_keep_alive,
     parse_ollama,
@@ -165,39 +166,81 @@ def test_content_parts_and_null_content_are_accepted() -> None:
     assert parse_chat(chat(messages=messages)).prompt == render_chat(messages)
 
 
-# -- parse_completion -------------------------------------------------------------------------
+# -- parse_completions ------------------------------------------------------------------------
+
+
+def completion(prompt: Any, **fields: Any) -> dict[str, Any]:
+    return {"model": "m", "prompt": prompt, **fields}
+
+
+def prompts(body: dict[str, Any]) -> list[str]:
+    return [request.prompt for request in parse_completions(body)]
 
 
 def test_a_completion_prompt_is_used_verbatim_with_sixteen_tokens_by_default() -> None:
-    request = parse_completion({"model": "m", "prompt": "Once upon"})
-    assert (request.prompt, request.max_tokens) == ("Once upon", 16)
+    (request,) = parse_completions(completion("Once upon"))
+    assert (request.prompt, request.echo, request.max_tokens) == ("Once upon", "Once upon", 16)
 
 
-def test_a_completion_prompt_in_a_one_item_list_is_unwrapped() -> None:
-    assert parse_completion({"model": "m", "prompt": ["Once"]}).prompt == "Once"
+def test_a_completion_prompt_in_a_one_item_list_is_one_prompt() -> None:
+    assert prompts(completion(["Once"])) == ["Once"]
 
 
-def test_a_completion_prompt_of_token_ids_is_accepted() -> None:
-    assert parse_completion({"model": "m", "prompt": [1, 22, 333]}).prompt == "1 22 333"
+def test_a_completion_prompt_of_token_ids_is_one_prompt() -> None:
+    assert prompts(completion([1, 22, 333])) == ["1 22 333"]
 
 
 def test_completion_max_tokens_overrides_the_default() -> None:
-    assert parse_completion({"model": "m", "prompt": "x", "max_tokens": 64}).max_tokens == 64
+    assert parse_completions(completion("x", max_tokens=64))[0].max_tokens == 64
 
 
-@pytest.mark.parametrize("prompt", [["a", "b"], [[1, 2], [3]]])
-def test_batched_completion_prompts_are_rejected(prompt: Any) -> None:
-    assert rejected_param(parse_completion, {"model": "m", "prompt": prompt}) == "prompt"
+def test_an_array_of_strings_is_a_batch_of_prompts_in_order() -> None:
+    assert prompts(completion(["a", "b", "", "a"])) == ["a", "b", "", "a"]
 
 
-@pytest.mark.parametrize("prompt", [None, [], 5, [True]])
-def test_a_missing_or_malformed_completion_prompt_is_rejected(prompt: Any) -> None:
-    assert rejected_param(parse_completion, {"model": "m", "prompt": prompt}) == "prompt"
+def test_an_array_of_token_id_arrays_is_a_batch_of_prompts() -> None:
+    assert prompts(completion([[1, 2], [3], [4, 5, 6]])) == ["1 2", "3", "4 5 6"]
+
+
+def test_a_batch_shares_every_field_but_the_prompt() -> None:
+    body = completion(["a", "b"], max_tokens=5, stop=["."], seed=3, stream=True, temperature=0)
+    first, second = parse_completions(body)
+    assert (first.prompt, first.echo, second.prompt, second.echo) == ("a", "a", "b", "b")
+    assert first == dataclasses.replace(second, prompt="a", echo="a")
+    assert (first.max_tokens, first.stop, first.seed, first.stream) == (5, (".",), 3, True)
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        None,
+        5,
+        [],  # an empty batch
+        [[]],  # an empty prompt of token ids
+        [[1], []],
+        ["a", [1]],  # mixed: strings and token ids
+        [1, "a"],
+        [[1], "a"],
+        [True],
+        [[1, True]],
+        [[[1]]],
+        [{"text": "a"}],
+    ],
+)
+def test_a_missing_empty_mixed_or_malformed_completion_prompt_is_rejected(prompt: Any) -> None:
+    assert rejected_param(parse_completions, completion(prompt)) == "prompt"
+
+
+def test_the_prompt_is_checked_before_the_other_fields() -> None:
+    assert rejected_param(parse_completions, completion([], temperature=3)) == "prompt"
 
 
 def test_completion_validates_the_shared_fields() -> None:
-    body = {"model": "m", "prompt": "x", "temperature": 3}
-    assert rejected_param(parse_completion, body) == "temperature"
+    assert rejected_param(parse_completions, completion(["x", "y"], temperature=3)) == "temperature"
+
+
+def test_n_other_than_one_is_still_rejected_for_a_batch() -> None:
+    assert rejected_param(parse_completions, completion(["x", "y"], n=2)) == "n"
 
 
 # -- parse_embeddings -------------------------------------------------------------------------
