@@ -111,6 +111,8 @@ class _PolicyReader(Reader):
             CloudTarget(**self.fields(e, p, CLOUD)) for p, e in self.entries(document, "clouds")
         )
         self.unique([(f"clouds[{i}].name", c.name) for i, c in enumerate(clouds)], "cloud target")
+        for i, cloud in enumerate(clouds):
+            self.wire_speaks_openai(f"clouds[{i}].wire", cloud)
         privacy = self.privacy(document, {c.name for c in clouds})
         priorities = self.priorities(document)
         cache = self.cache(document)
@@ -132,6 +134,19 @@ class _PolicyReader(Reader):
             balancing=Balancing(**self.table(document, "balancing", BALANCING)),
             source=source,
         )
+
+    def wire_speaks_openai(self, path: str, cloud: CloudTarget) -> None:
+        """wire = "openai" relays OpenAI's format as it is, with the operator's key: a model of
+        another provider would get a request it cannot read, and its key would go to whatever
+        OpenAI-compatible address the call falls back on."""
+        if cloud.wire == "openai" and not cloud.model.startswith("openai/"):
+            provider = cloud.model.split("/", 1)[0]
+            self.problem(
+                path,
+                f'"openai" relays OpenAI\'s wire format: the model must be openai/<name> (any '
+                f"OpenAI-compatible host, with api_base); {provider}/ models go through "
+                f'litellm (wire = "auto" or "litellm"), got {cloud.model!r}',
+            )
 
     def backends(self, document: dict[str, Any]) -> tuple[Backend, ...]:
         if "backends" not in document:

@@ -71,13 +71,13 @@ class CloudTarget:
     """A hosted model, by litellm's model string."""
 
     name: str
-    model: str  # e.g. "openai/gpt-4o-mini", "anthropic/claude-3-5-haiku-latest"
+    model: str  # e.g. "openai/gpt-4o-mini", "anthropic/claude-haiku-4-5"
     api_base: str | None = None
     api_key_env: str | None = None  # the environment variable holding the key, never the key
     # "litellm": through litellm (any provider); "openai": the provider speaks OpenAI's wire
     # format, and is reached as an engine is, bytes relayed (proxy/legs/cloud_wire.py);
     # "auto": "openai" for litellm's openai/ models, else "litellm"
-    wire: str = "litellm"
+    wire: str = "auto"
 
     @property
     def speaks_openai(self) -> bool:

@@ -95,7 +95,7 @@ CLOUD = {
     "api_base": Spec(str, "a string", None, _url),
     "api_key_env": Spec(str, "an environment variable name", None),
     "wire": Spec(
-        str, '"auto", "litellm" or "openai"', "litellm", _one_of("auto", "litellm", "openai")
+        str, '"auto", "litellm" or "openai"', "auto", _one_of("auto", "litellm", "openai")
     ),
 }
 ROUTE = {

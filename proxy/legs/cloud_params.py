@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from proxy.endpoints import ENDPOINTS, Endpoint
 from proxy.errors import BadRequest
+from proxy.legs.cloud_shapes import check_shapes
 
 Unlisted = Literal["drop", "refuse"]
 
@@ -46,7 +47,8 @@ def outbound(
 ) -> Outbound:
     """The body's parameters a cloud call takes. The fields that name the person behind a
     request (IDENTIFY_USER) are OpenAI parameters, yet withheld unless the policy's [privacy]
-    send_user says so; they are named as dropped, never refused."""
+    send_user says so; they are named as dropped, never refused. A parameter of the wrong type
+    is refused (proxy/legs/cloud_shapes.py), whichever way the call would go."""
     allowed = ENDPOINTS[endpoint].cloud_params
     if not send_user:
         allowed = allowed - IDENTIFY_USER
@@ -61,6 +63,7 @@ def outbound(
             param=first,
             code="unsupported_parameter",
         )
+    check_shapes(params)
     return Outbound(params, tuple(sorted(dropped)))
 
 

@@ -271,17 +271,22 @@ def test_a_forged_answer_never_enters_the_cache() -> None:
 def test_a_malformed_parameter_is_the_callers_400_and_never_opens_the_breaker(
     stack: Boundary,
 ) -> None:
-    """litellm fails while building the call (nothing is sent): that says nothing about the
-    target, so the breaker does not count it, and no caller's text reaches another's error."""
+    """A parameter of the wrong type is refused before the call (nothing is sent, relayed or
+    through litellm): that says nothing about the target, so the breaker does not count it, the
+    error names the parameter, and no caller's text reaches another's error."""
     secret = "bob's patient: Jane Roe, diagnosis X"
     completions = stack.proxy.url + "/v1/completions"
+    before = len(stack.received(stack.cloud))
     for _ in range(6):  # more than the breaker's consecutive failures, each way
-        bad = send(stack, body(response_format=secret))  # litellm: TypeError
+        bad = send(stack, body(response_format=secret))
         assert bad.status_code == 400
-        assert bad.json()["error"]["code"] == "cloud_rejected_request"
+        assert bad.json()["error"]["code"] == "invalid_type"
+        assert bad.json()["error"]["param"] == "response_format"
+        assert secret not in bad.text
         empty = httpx.post(completions, json={"model": "m", "prompt": []}, timeout=60)
-        assert empty.status_code == 400  # litellm: a bare Exception
-        assert empty.json()["error"]["code"] == "cloud_rejected_request"
+        assert empty.status_code == 400
+        assert empty.json()["error"]["param"] == "prompt"
+    assert len(stack.received(stack.cloud)) == before
     other = send(stack, body("anyone else"))
     assert other.status_code == 200
     assert secret not in other.text

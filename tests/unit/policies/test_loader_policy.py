@@ -120,6 +120,15 @@ INVALID = [
         "must be one of auto, litellm, openai, got 'grpc'",
     ),
     invalid(
+        "wire openai on another provider's model (its key would go to an OpenAI address)",
+        BACKEND
+        + CLOUD.replace("openai/gpt-4o-mini", "anthropic/claude-haiku-4-5")
+        + 'wire = "openai"\n',
+        "clouds[0].wire",
+        9,
+        "anthropic/ models go through litellm",
+    ),
+    invalid(
         "unknown backend in a route's local",
         BACKEND + '\n[[routes]]\nmodel = "m"\nlocal = ["a", "zz"]\n',
         "routes[0].local",

@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 
 from proxy.endpoints import ENDPOINTS
 from proxy.errors import BadRequest
-from proxy.legs.cloud_params import SET_BY_PROXY, dropped_header, outbound
+from proxy.legs.cloud_params import (
+    IDENTIFY_USER,
+    SET_BY_PROXY,
+    Outbound,
+    dropped_header,
+    outbound,
+)
 
 # litellm keyword arguments that are the operator's: destination, credentials, price, whether a
 # call is made, what is called next.
@@ -131,10 +137,20 @@ def test_random_extra_keys_only_ever_add_allowed_parameters(
         "embeddings": {"model": "m", "input": "x"},
     }[endpoint]
     body = {**extra, **base}
-    sent = outbound(endpoint, body)
+    sent = _sent_or_refusal(endpoint, body)
+    if isinstance(sent, BadRequest):  # an allowed parameter of the wrong type: named, not sent
+        assert sent.code == "invalid_type"
+        assert sent.param in ENDPOINTS[endpoint].cloud_params
+        return
     assert set(sent.params) <= ENDPOINTS[endpoint].cloud_params
     assert set(sent.params) | set(sent.dropped) | (set(body) & SET_BY_PROXY) == set(body)
-    unknown = {
-        k for k in extra if k not in ENDPOINTS[endpoint].cloud_params and k not in SET_BY_PROXY
-    }
+    allowed = ENDPOINTS[endpoint].cloud_params - IDENTIFY_USER  # [privacy] send_user is off
+    unknown = {k for k in extra if k not in allowed and k not in SET_BY_PROXY}
     assert set(sent.dropped) == unknown
+
+
+def _sent_or_refusal(endpoint: Any, body: dict[str, Any]) -> Outbound | BadRequest:
+    try:
+        return outbound(endpoint, body)
+    except BadRequest as refused:
+        return refused

@@ -143,5 +143,6 @@ async def test_the_null_usage_openai_writes_in_every_chunk_is_not_shown_unasked(
 
 def test_auto_speaks_openai_for_openai_models_only() -> None:
     assert CloudTarget("a", "openai/gpt-4o-mini", wire="auto").speaks_openai
-    assert not CloudTarget("b", "anthropic/claude-3-5-haiku-latest", wire="auto").speaks_openai
-    assert not CloudTarget("c", "openai/gpt-4o-mini").speaks_openai  # litellm unless asked
+    assert not CloudTarget("b", "anthropic/claude-haiku-4-5", wire="auto").speaks_openai
+    assert CloudTarget("c", "openai/gpt-4o-mini").speaks_openai  # auto is the default
+    assert not CloudTarget("d", "openai/gpt-4o-mini", wire="litellm").speaks_openai
