@@ -7,6 +7,7 @@
 - openai (any OpenAI-compatible server): `/v1/models`, which also lists its models.
 
 A request that cannot connect marks its backend down at once; the next good probe brings it back.
+A probe that times out does so only the third time in a row: a busy engine answers late.
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ import orjson
 
 from policies.load import BackendLoad, LoadSnapshot
 from policies.model import Backend
-from proxy.errors import UpstreamError
+from proxy.errors import UpstreamError, UpstreamTimeout
 from proxy.legs.promtext import sample_values
 from proxy.legs.upstream import EngineClient
 
 log = logging.getLogger("overspill.backends")
+# Probes in a row that may time out before a healthy backend counts as down (a backend not yet
+# up stays down at the first).
+SLOW_PROBES_TO_DOWN = 3
 
 _VLLM_GAUGES = {
     "vllm:num_requests_running",
@@ -75,12 +79,17 @@ class BackendMonitor:
     loaded_models: frozenset[str] | None = None
     probes: int = 0
     work_in_flight: int = 0  # estimated tokens of the requests in flight here
+    slow_probes: int = 0  # probes in a row that timed out
     meter: TokenMeter = field(default_factory=lambda: TokenMeter())
 
     @property
     def models(self) -> dict[str, str]:
         configured = self.config.models
         return dict(configured) if configured is not None else self.discovered
+
+    def lists(self, model: str) -> bool:
+        configured = self.config.models
+        return model in (configured if configured is not None else self.discovered)
 
     def view(self) -> BackendLoad:
         return BackendLoad(
@@ -148,6 +157,11 @@ class Backends:
     def snapshot(self) -> LoadSnapshot:
         return LoadSnapshot(tuple(m.view() for m in self.monitors.values()))
 
+    def serve(self, model: str) -> bool:
+        """Whether a backend lists the model now (snapshot().serving(model), without building
+        a snapshot: asked once per request)."""
+        return any(m.lists(model) for m in self.monitors.values())
+
     def __getitem__(self, name: str) -> BackendMonitor:
         return self.monitors[name]
 
@@ -176,10 +190,16 @@ class Backends:
         was = monitor.healthy
         try:
             await _PROBES[monitor.config.kind](self, monitor)
+        except UpstreamTimeout as exc:
+            # An engine at peak load may answer its probe late: that alone is no reason to send
+            # its traffic elsewhere. Down once it stays silent; one that refuses is down at once.
+            monitor.slow_probes += 1
+            if monitor.slow_probes >= SLOW_PROBES_TO_DOWN or not was:
+                monitor.mark_down(str(exc))
         except (UpstreamError, ValueError) as exc:
             monitor.mark_down(str(exc))
         else:
-            monitor.healthy, monitor.error = True, None
+            monitor.healthy, monitor.error, monitor.slow_probes = True, None, 0
             if not was:
                 log.info("backend %s is up", monitor.config.name)
         monitor.probes += 1
