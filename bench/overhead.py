@@ -17,13 +17,14 @@ Each row sends the same load to one server and says what answers it; each checks
 - overspill cloud leg (openai wire): the same target with `wire = "openai"` (relayed as bytes);
 - litellm proxy:          LiteLLM's proxy, one worker, to the engine simulator (optional).
 
-Non-streamed and streamed chat completions (8 output tokens) at concurrency 1, 16 and 64, by
-wrk. Layout on 2 cores: the simulators and wrk share core 0, the server under test has core 1.
+Non-streamed and streamed chat completions (8 output tokens, or --tokens: the simulators answer
+with exactly as many) at concurrency 1, 16 and 64, by wrk. Layout on 2 cores: the simulators
+and wrk share core 0, the server under test has core 1.
 Reports added latency p50/p99 over the row's own direct baseline, throughput, and the server's
 CPU time per request (with its children). A row whose engine received other than it claims
 fails the bench. Every process it starts stops with it (LiteLLM's too).
 
-    .venv/bin/python -m bench.overhead [--seconds 5] [--skip-litellm] [--rows a,b]
+    .venv/bin/python -m bench.overhead [--seconds 5] [--skip-litellm] [--rows a,b] [--tokens 8]
 
 LiteLLM is installed on first use into bench/.venv-litellm (pip install 'litellm[proxy]').
 """
@@ -91,19 +92,22 @@ class Mismatch(Exception):
     something else."""
 
 
-def measure(row: Row, child: Child | None, url: str, engine: Child, seconds: int) -> list[Cell]:
+def measure(
+    row: Row, child: Child | None, url: str, engine: Child, seconds: int, tokens: int
+) -> list[Cell]:
     endpoint = url + "/v1/chat/completions"
     headers = {"content-type": "application/json", "authorization": f"Bearer {BENCH_KEY}"}
     warm = body(False, False).replace("Say hello", f"warm up {row.name}")
     httpx.post(endpoint, content=warm, headers=headers, timeout=60).raise_for_status()
-    wrk(endpoint, body(False, row.distinct), 8, 1, distinct=_tag(row, "warm"))
+    wrk(endpoint, body(False, row.distinct, tokens), 8, 1, distinct=_tag(row, "warm"))
     cells = []
     for stream in (False, True):
         for concurrency in LEVELS:
             before_cpu = cpu_seconds(child.popen.pid) if child else 0.0
             before = settled(engine)
             tag = _tag(row, f"{stream}-{concurrency}")
-            load = wrk(endpoint, body(stream, row.distinct), concurrency, seconds, distinct=tag)
+            sent = body(stream, row.distinct, tokens)
+            load = wrk(endpoint, sent, concurrency, seconds, distinct=tag)
             got = settled(engine) - before
             cpu = (cpu_seconds(child.popen.pid) - before_cpu) if child else None
             per_request = cpu / load.requests * 1000 if cpu is not None and load.requests else None
@@ -144,25 +148,27 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--skip-litellm", action="store_true")
     parser.add_argument("--rows", help="only these rows (comma-separated names)")
+    parser.add_argument("--tokens", type=int, default=8, help="output tokens of every answer")
     args = parser.parse_args()
     wanted = set(args.rows.split(",")) if args.rows else {row.name for row in ROWS}
     if args.skip_litellm:
         wanted.discard("litellm proxy")
     rows = [row for row in ROWS if row.name in wanted]
     cells: list[Cell] = []
-    with simulator() as engine, simulator("cloud") as cloud:
+    tokens = args.tokens
+    with simulator(tokens=tokens) as engine, simulator("cloud", tokens) as cloud:
         for row in rows:
-            cells += run_row(row, engine, cloud, args.seconds)
+            cells += run_row(row, engine, cloud, args.seconds, tokens)
     print(report(cells, rows))
     plot(cells)
     return 0
 
 
-def run_row(row: Row, engine: Child, cloud: Child, seconds: int) -> list[Cell]:
+def run_row(row: Row, engine: Child, cloud: Child, seconds: int, tokens: int) -> list[Cell]:
     """Starts the row's server (if any), measures it, stops it."""
     upstream = cloud if row.name.startswith(("cloud", "overspill cloud")) else engine
     if row.name in ("direct", "cloud direct"):
-        return measure(row, None, upstream.url, upstream, seconds)
+        return measure(row, None, upstream.url, upstream, seconds, tokens)
     if row.name.endswith("bare forwarder"):
         server = bare(upstream.url)
     elif row.name == "litellm proxy":
@@ -170,7 +176,7 @@ def run_row(row: Row, engine: Child, cloud: Child, seconds: int) -> list[Cell]:
     else:
         server = overspill(row.name.removeprefix("overspill "), upstream.url)
     with server as child:
-        return measure(row, child, child.url, upstream, seconds)
+        return measure(row, child, child.url, upstream, seconds, tokens)
 
 
 def report(cells: list[Cell], measured: list[Row]) -> str:

@@ -24,13 +24,14 @@ MODEL = "m"
 LEVELS = (1, 16, 64)
 
 
-def body(stream: bool, distinct: bool) -> str:
-    """A chat request; a distinct one carries "@N@" where wrk writes each request's own words."""
+def body(stream: bool, distinct: bool, tokens: int = 8) -> str:
+    """A chat request for `tokens` output tokens; a distinct one carries "@N@" where wrk writes
+    each request's own words."""
     stream_part = ', "stream": true' if stream else ""
     content = "Tell me about @N@" if distinct else "Say hello"
     return (
         f'{{"model": "m", "messages": [{{"role": "user", "content": "{content}"}}], '
-        f'"max_tokens": 8, "temperature": 0{stream_part}}}'
+        f'"max_tokens": {tokens}, "temperature": 0{stream_part}}}'
     )
 
 
@@ -42,9 +43,11 @@ _ZERO = ("--decode-base-ms", "0", "--decode-per-seq-ms", "0", "--prefill-ms-per-
 
 
 @contextlib.contextmanager
-def simulator(personality: str = "vllm") -> Iterator[Child]:
+def simulator(personality: str = "vllm", tokens: int = 8) -> Iterator[Child]:
+    """A simulator that answers every request with exactly `tokens` tokens, at once."""
+    fixed = ("--output-tokens", str(tokens), "--output-distribution", "fixed")
     command = overspill_command(
-        "sim", "--port", "0", "--model", MODEL, "--personality", personality, *_ZERO
+        "sim", "--port", "0", "--model", MODEL, "--personality", personality, *_ZERO, *fixed
     )
     if personality == "cloud":  # no modelled network, and no log growing for the whole run
         command += ["--network-latency-ms", "0", "--no-record"]

@@ -80,7 +80,7 @@ class RoutingPlan:
 
 
 def route_for(policy: Policy, model: str) -> Route:
-    return policy.route(model) or Route(model)
+    return policy.route(model) or policy.default_route(model)
 
 
 def decide(

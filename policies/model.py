@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from functools import cached_property
+from typing import Literal, TypeVar
 
 from policies.budget import Period
 
@@ -233,10 +234,14 @@ class Privacy:
     scan_timeout_s: float = 5.0
 
     def level(self, name: str) -> PrivacyLevel:
-        return next(level for level in self.levels if level.name == name)
+        return self._levels[name]
 
     def strictness(self, name: str) -> int:
         return [level.name for level in self.levels].index(name)
+
+    @cached_property
+    def _levels(self) -> dict[str, PrivacyLevel]:  # asked for on every request
+        return {level.name: level for level in self.levels}
 
 
 @dataclass(frozen=True)
@@ -262,7 +267,14 @@ class Priorities:
     aging_s: float = 30.0  # every aging_s waited lifts a request one class: nothing starves
 
     def rank(self, name: str) -> int:
-        return [p.name for p in self.classes].index(name)
+        rank = self._ranks.get(name)
+        if rank is None:
+            raise ValueError(f"{name!r} is not in list of priority classes")
+        return rank
+
+    @cached_property
+    def _ranks(self) -> dict[str, int]:  # asked for on every request
+        return {p.name: rank for rank, p in enumerate(self.classes)}
 
     def of(self, name: str) -> Priority:
         return self.classes[self.rank(name)]
@@ -347,17 +359,62 @@ class Policy:
     source: str = "<defaults>"  # the file it was read from, for messages
 
     def backend(self, name: str) -> Backend:
-        return next(b for b in self.backends if b.name == name)
+        return self._backends[name]
 
     def cloud(self, name: str) -> CloudTarget:
-        return next(c for c in self.clouds if c.name == name)
+        return self._clouds[name]
 
     def route(self, model: str) -> Route | None:
-        return next((r for r in self.routes if r.model == model), None)
+        return self._routes.get(model)
 
     def cache_rule(self, model: str) -> CacheRule:
         route = self.route(model)
         return route.cache if route is not None and route.cache is not None else self.cache.rule
 
     def tenant(self, name: str) -> Tenant | None:
-        return next((t for t in self.tenants if t.name == name), None)
+        return self._tenants.get(name)
+
+    def default_route(self, model: str) -> Route:
+        """The route of a model no [[routes]] names: the defaults, built once per model (a
+        request asks for its route several times). Model names come from clients: at most
+        _DEFAULT_ROUTES are kept, then the memory starts again."""
+        routes = self._default_routes
+        route = routes.get(model)
+        if route is None:
+            if len(routes) >= _DEFAULT_ROUTES:
+                routes.clear()
+            route = routes[model] = Route(model)
+        return route
+
+    @cached_property
+    def _default_routes(self) -> dict[str, Route]:
+        return {}
+
+    # Looked up on every request, by name: built once per policy (names are unique, the loader
+    # checks; the first of a name wins, as a search would find it).
+    @cached_property
+    def _backends(self) -> dict[str, Backend]:
+        return _first_by_name([(b.name, b) for b in self.backends])
+
+    @cached_property
+    def _clouds(self) -> dict[str, CloudTarget]:
+        return _first_by_name([(c.name, c) for c in self.clouds])
+
+    @cached_property
+    def _routes(self) -> dict[str, Route]:
+        return _first_by_name([(r.model, r) for r in self.routes])
+
+    @cached_property
+    def _tenants(self) -> dict[str, Tenant]:
+        return _first_by_name([(t.name, t) for t in self.tenants])
+
+
+_Named = TypeVar("_Named")
+_DEFAULT_ROUTES = 1024
+
+
+def _first_by_name(pairs: list[tuple[str, _Named]]) -> dict[str, _Named]:
+    found: dict[str, _Named] = {}
+    for name, item in pairs:
+        found.setdefault(name, item)
+    return found

@@ -67,9 +67,13 @@ class Pipeline:
         return await scanned_privacy(self.policy, self.runtime.scans, request, headers, tenant)
 
     def serves(self, model: str, snapshot: LoadSnapshot | None = None) -> bool:
-        """A local backend serves the model now, or a route sends it to a cloud."""
-        snapshot = snapshot or self.runtime.backends.snapshot()
-        return bool(snapshot.serving(model)) or bool(route_for(self.policy, model).cloud)
+        """A local backend serves the model now (in `snapshot`, if given), or a route sends it
+        to a cloud."""
+        if snapshot is None:
+            local = self.runtime.backends.serve(model)
+        else:
+            local = bool(snapshot.serving(model))
+        return local or bool(route_for(self.policy, model).cloud)
 
     def plan(self, request: ProxyRequest, asked: Asked) -> RoutingPlan:
         """The plan the request follows: it takes its round-robin turn, and its saturation
@@ -233,7 +237,8 @@ class Pipeline:
         why = asked.privacy.why
         trip = Trip(job, level, request_id, asked.prompt, tenant, deadline, why, screening)
         head, chunks = await self.chain.produce(trip, current, turn)
-        head = dataclasses.replace(head, queued_s=waited)
+        if waited is not None:
+            head = dataclasses.replace(head, queued_s=waited)
         if degraded:  # not the answer to the request as asked: marked, and never cached
             mark = (b"x-overspill-degraded", degraded.encode())
             return dataclasses.replace(

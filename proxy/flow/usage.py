@@ -58,15 +58,27 @@ async def _metered_stream(
             async for chunk in chunks:
                 pending += chunk
                 complete, _, pending = pending.rpartition(b"\n\n")
-                for payload in events(complete):
-                    if payload == b"[DONE]":
-                        continue
-                    usage = _usage_of(payload) if b'"usage"' in payload else None
-                    reported_usage = _counted(usage) or reported_usage
-                    pieces += b'"content"' in payload or b'"text"' in payload
+                if complete:  # whole events: counted without parsing, unless they hold usage
+                    pieces += _pieces(complete)
+                    if b'"usage"' in complete:
+                        reported_usage = _reported(complete) or reported_usage
                 yield chunk
     finally:
         used(reported_usage or Usage(prompt_estimate, pieces))
+
+
+def _pieces(complete: bytes) -> int:
+    """The events that carry text (a token each, as engines stream), among whole events."""
+    return sum(b'"content"' in event or b'"text"' in event for event in complete.split(b"\n\n"))
+
+
+def _reported(complete: bytes) -> Usage | None:
+    """The last usage the events report, if any."""
+    reported = None
+    for payload in events(complete):
+        if b'"usage"' in payload:
+            reported = _counted(_usage_of(payload)) or reported
+    return reported
 
 
 def _usage_of(payload: bytes) -> dict[str, object] | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -35,10 +36,18 @@ def _litellm() -> Any:
     return litellm
 
 
+# A model whose price is not per token alike (it has tiers), as _rates_of says it.
+TIERED = (math.nan, math.nan)
+# Tokens past the highest tier litellm's tables price (128k, 200k, 272k): a tiered model's
+# price at this count is not its first token's price times the count.
+_PAST_EVERY_TIER = 2_000_000
+
+
 class Cloud:
     def __init__(self) -> None:
         self._module: Any = None
         self.spent = 0.0  # USD by litellm's price tables, for /metrics
+        self._rates: dict[str, tuple[float, float]] = {}  # per model: Cloud.price
 
     @property
     def litellm(self) -> Any:
@@ -156,10 +165,29 @@ class Cloud:
         return limit
 
     def price(self, target: CloudTarget, prompt: int, completion: int) -> float:
-        """USD for these tokens at the target's price (litellm's tables; 0 if unpriced)."""
+        """USD for these tokens at the target's price (litellm's tables; 0 if unpriced). One
+        look-up in litellm's tables costs about half a millisecond of CPU, as much as relaying
+        the answer: a model priced per token is looked up once, and priced by its rates after."""
+        rates = self._rates.get(target.model)
+        if rates is None:
+            rates = self._rates[target.model] = self._rates_of(target.model)
+        if rates is TIERED:
+            return self._tokens_cost(target.model, prompt, completion)
+        return prompt * rates[0] + completion * rates[1]
+
+    def _rates_of(self, model: str) -> tuple[float, float]:
+        """(per prompt token, per completion token), or TIERED for a model whose price per
+        token changes with the count (litellm's `_above_128k_tokens` prices and the like)."""
+        per_prompt = self._tokens_cost(model, 1, 0)
+        per_completion = self._tokens_cost(model, 0, 1)
+        many = self._tokens_cost(model, _PAST_EVERY_TIER, _PAST_EVERY_TIER)
+        linear = _PAST_EVERY_TIER * (per_prompt + per_completion)
+        return (per_prompt, per_completion) if math.isclose(many, linear) else TIERED
+
+    def _tokens_cost(self, model: str, prompt: int, completion: int) -> float:
         try:
             cost = self.litellm.cost_per_token(
-                model=target.model, prompt_tokens=prompt, completion_tokens=completion
+                model=model, prompt_tokens=prompt, completion_tokens=completion
             )
         except Exception:  # an unpriced model: unknown cost, never a failed request
             return 0.0
