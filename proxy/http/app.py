@@ -45,6 +45,11 @@ def build_app(policy: Policy, path: Path | None = None) -> ASGIApp:
         # otherwise walk it all again and again (hundreds of ms with litellm loaded).
         gc.collect()
         gc.freeze()
+        # A full pass walks every live object: with thousands of streams open (hundreds of
+        # objects each, all long-lived) one took 185-555 ms, and ran every ~1.5 s. The request
+        # path makes no cycles of its own (proxy/http/disconnect.py breaks the one it had), so
+        # full passes are made ten times rarer; the young generations are collected as before.
+        gc.set_threshold(700, 10, 100)
         lag = asyncio.get_running_loop().create_task(watch_lag(observer.loop_lag))
         app.state.services = services
         app.state.registry = registry
