@@ -24,7 +24,7 @@ from policies.model import CloudTarget, Policy, Tenant
 from policies.payload import payload_of
 from policies.privacy import Classification, raised
 from policies.redaction import NotRedactable, Placeholders, redacted_body
-from proxy.errors import UpstreamUnavailable
+from proxy.errors import UpstreamNotConnected
 from proxy.flow.affinity import Prompt
 from proxy.flow.runtime import Runtime
 from proxy.legs.answer import Answer
@@ -147,7 +147,10 @@ class LocalLeg:
             return await self.runtime.upstream.open(
                 backend.name, url, body, headers, request.stream
             )
-        except UpstreamUnavailable as error:
+        except UpstreamNotConnected as error:
+            # Down only when no connection could be made: a pooled connection the engine had
+            # just closed (its keep-alive ran out as we wrote) says nothing of the engine, and
+            # marking it down would turn every request away until the next probe.
             self.runtime.backends[target.name].mark_down(error.message)
             self.runtime.affinity.index.forget(target.name)  # a restarted engine holds no prefix
             raise

@@ -64,6 +64,8 @@ async def test_a_connection_lost_before_the_answer_is_retried_on_the_same_engine
     sent = await h.send(ask())
     assert sent.headers["x-overspill-route"] == "local/a"
     assert h.engines.calls == ["a", "a"]
+    # a connection the engine closed says nothing of the engine: it keeps its traffic
+    assert h.pipeline.runtime.backends.monitors["a"].healthy
 
 
 async def test_a_retryable_failure_is_retried_on_the_same_engine_with_backoff() -> None:
