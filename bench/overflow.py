@@ -74,7 +74,7 @@ def policy(
     ratio: float,
     slo: float,
     max_seqs: int,
-    wire: str = "litellm",
+    wire: str = "auto",
 ) -> str:
     text = f"""
 [server]
@@ -227,7 +227,10 @@ def main() -> int:
     parser.add_argument("--decode-per-seq-ms", type=float, default=2)
     parser.add_argument("--tokens", type=int, default=16, help="answer length")
     parser.add_argument(
-        "--wire", choices=["litellm", "openai"], default="litellm", help="the cloud leg's path"
+        "--wire",
+        choices=["auto", "litellm", "openai"],
+        default="auto",
+        help="the cloud leg's path (auto, the product's default: relayed, for an openai/ model)",
     )
     args = parser.parse_args()
     loads = [float(x) for x in args.loads.split(",")]
