@@ -134,7 +134,7 @@ class UpstreamResponse:
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body as it arrives; the first chunk may take first_byte_s, later ones idle_s."""
-        wait = self.timeouts.first_byte_s
+        wait, silence = self.timeouts.first_byte_s, "no first chunk within"
         content = self.response.content
         try:
             while True:
@@ -142,10 +142,10 @@ class UpstreamResponse:
                     async with asyncio.timeout(wait):
                         chunk = await content.readany()
                 except TimeoutError as exc:
-                    raise UpstreamTimeout(f"{self.backend}: stream silent for {wait:g}s") from exc
+                    raise UpstreamTimeout(f"{self.backend}: {silence} {wait:g}s") from exc
                 if not chunk:  # end of body
                     return
-                wait = self.timeouts.idle_s
+                wait, silence = self.timeouts.idle_s, "stream silent for"
                 yield chunk
         except aiohttp.ClientError as exc:
             raise UpstreamDropped(f"{self.backend}: connection lost mid-stream") from exc

@@ -4,12 +4,14 @@ not, the request may go to another target at once."""
 
 from __future__ import annotations
 
+import asyncio
+
 import aiohttp
 import pytest
 
 from policies.model import Timeouts
 from proxy.errors import UpstreamError, UpstreamNotConnected, UpstreamTimeout, UpstreamUnavailable
-from proxy.legs.upstream import Upstream
+from proxy.legs.upstream import Upstream, UpstreamResponse
 
 
 async def opened_with(failure: BaseException) -> UpstreamError:
@@ -45,3 +47,55 @@ async def test_a_connection_lost_before_answering_may_be_retried_but_was_connect
     assert isinstance(error, UpstreamUnavailable)
     assert not isinstance(error, UpstreamNotConnected)
     assert error.retryable
+
+
+class Content:
+    """An engine's body as aiohttp hands it over: `chunks` in turn, then silence for ever."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+
+    async def readany(self) -> bytes:
+        if self.chunks:
+            return self.chunks.pop(0)
+        await asyncio.Event().wait()  # the engine says nothing more
+        raise AssertionError("unreachable")
+
+
+class Response:
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.content = Content(chunks)
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+async def streamed(chunks: list[bytes], timeouts: Timeouts) -> tuple[list[bytes], UpstreamError]:
+    """What a stream relayed before it failed, and how it failed."""
+    response = Response(chunks)
+    answer = UpstreamResponse("engine", response, timeouts, True)  # type: ignore[arg-type]
+    got: list[bytes] = []
+
+    async def relay() -> None:
+        async for chunk in answer.chunks():
+            got.append(chunk)
+
+    with pytest.raises(UpstreamError) as caught:
+        await relay()
+    assert response.closed  # the engine sees the proxy leave and stops
+    return got, caught.value
+
+
+async def test_a_stream_with_no_first_chunk_is_a_first_byte_timeout() -> None:
+    got, error = await streamed([], Timeouts(first_byte_s=0.01, idle_s=300.0))
+    assert got == []
+    assert isinstance(error, UpstreamTimeout)
+    assert error.message == "engine: no first chunk within 0.01s"
+
+
+async def test_a_stream_that_stops_midway_is_an_idle_timeout() -> None:
+    got, error = await streamed([b"data: 1\n\n"], Timeouts(first_byte_s=300.0, idle_s=0.01))
+    assert got == [b"data: 1\n\n"]
+    assert isinstance(error, UpstreamTimeout)
+    assert error.message == "engine: stream silent for 0.01s"
