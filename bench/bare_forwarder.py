@@ -16,12 +16,16 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from proxy.http.serving import Server
+from proxy.legs.upstream import KEEPALIVE_S
 
 
 def build(upstream: str) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        app.state.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        # idle connections kept as Overspill keeps them (below the engine's own keep-alive),
+        # so neither races the engine closing one
+        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S)
+        app.state.session = aiohttp.ClientSession(connector=connector)
         yield
         await app.state.session.close()
 

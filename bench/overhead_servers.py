@@ -94,7 +94,7 @@ def overspill_config(row: str, upstream: str) -> str:
             + idle_cloud
         )
     if row.startswith("cloud leg"):  # model "m" has no local backend: its route's cloud
-        wire = 'wire = "openai"\n' if row.endswith("(openai wire)") else ""
+        wire = 'wire = "openai"\n' if row.endswith("(openai wire)") else 'wire = "litellm"\n'
         return (
             head
             + "[cache]\nenabled = false\n"
