@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -101,10 +101,26 @@ def figures(status: dict[str, Any]) -> dict[str, str]:
 
 
 def on_page(driver: webdriver.Chrome, wanted: dict[str, str]) -> dict[str, str]:
-    """The page's figures for the keys of `wanted` ("decisions": its rows of decisions)."""
-    page = {key: shown(driver, key) for key in wanted if key != "decisions"}
-    rows = driver.find_elements(By.CSS_SELECTOR, "#decisions tr")
-    return page | {"decisions": str(len(rows))}
+    """The page's figures for the keys of `wanted` ("decisions": its rows of decisions). The page
+    redraws as it polls: an element found just before a redraw is gone when read, so the figures
+    are read again (a redraw takes milliseconds, a poll comes every second or so)."""
+    for _ in range(READS):
+        with contextlib.suppress(StaleElementReferenceException):
+            page = {key: shown(driver, key) for key in wanted if key != "decisions"}
+            rows = driver.find_elements(By.CSS_SELECTOR, "#decisions tr")
+            return page | {"decisions": str(len(rows))}
+    raise AssertionError(f"the page redrew during each of {READS} reads")
+
+
+READS = 20
+
+
+def oldest_decision(driver: webdriver.Chrome) -> str:
+    """The text of the last row of decisions, read again if the page redrew meanwhile."""
+    for _ in range(READS):
+        with contextlib.suppress(StaleElementReferenceException):
+            return str(driver.find_elements(By.CSS_SELECTOR, "#decisions tr")[-1].text)
+    raise AssertionError(f"the page redrew during each of {READS} reads")
 
 
 def test_the_dashboard_shows_what_the_proxy_knows(
@@ -142,8 +158,7 @@ def test_the_dashboard_shows_what_the_proxy_knows(
         want = expected()
         assert want["cache-hits_exact"] == "3"
         assert on_page(browser, want) == want
-        rows = browser.find_elements(By.CSS_SELECTOR, "#decisions tr")
-        assert "least outstanding" in rows[-1].text  # the oldest: the first local request
+        assert "least outstanding" in oldest_decision(browser)  # the first local request
         bars = browser.find_elements(By.CSS_SELECTOR, "#chart rect")
         assert bars  # the chart drew something
         screenshot = artifact("dashboard.png")
