@@ -70,7 +70,7 @@ class Pipeline:
         """A local backend serves the model now (in `snapshot`, if given), or a route sends it
         to a cloud."""
         if snapshot is None:
-            local = self.runtime.backends.serve(model)
+            local = self.runtime.backends.lists(model)
         else:
             local = bool(snapshot.serving(model))
         return local or bool(route_for(self.policy, model).cloud)

@@ -157,7 +157,7 @@ class Backends:
     def snapshot(self) -> LoadSnapshot:
         return LoadSnapshot(tuple(m.view() for m in self.monitors.values()))
 
-    def serve(self, model: str) -> bool:
+    def lists(self, model: str) -> bool:
         """Whether a backend lists the model now (snapshot().serving(model), without building
         a snapshot: asked once per request)."""
         return any(m.lists(model) for m in self.monitors.values())
