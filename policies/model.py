@@ -237,7 +237,15 @@ class Privacy:
         return self._levels[name]
 
     def strictness(self, name: str) -> int:
-        return [level.name for level in self.levels].index(name)
+        """The level's rank, least strict 0; ValueError for a name that is no level."""
+        rank = self._ranks.get(name)
+        if rank is None:
+            raise ValueError(f"{name!r} is not a privacy level")
+        return rank
+
+    @cached_property
+    def _ranks(self) -> dict[str, int]:  # asked for on every request, once per claim
+        return {level.name: rank for rank, level in enumerate(self.levels)}
 
     @cached_property
     def _levels(self) -> dict[str, PrivacyLevel]:  # asked for on every request

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 # Content parts that carry media: their data is skipped, their presence is noted.
@@ -65,42 +66,65 @@ def normalized(text: str) -> str:
 @dataclass(frozen=True)
 class Payload:
     texts: tuple[str, ...]  # normalised
-    paths: tuple[str, ...]  # where each text sits (a field name: its field's path + _NAME)
-    media: tuple[str, ...]  # the paths of media data (base64 fields, data URLs): not read
+    carries_media: bool  # media data (base64 fields, data URLs), not read
+    read: dict[str, Any] = field(repr=False, compare=False)  # the body as read (no model)
+
+    @cached_property
+    def paths(self) -> tuple[str, ...]:
+        """Where each text sits (a field name: its field's path + _NAME). Found again when a
+        reason must name a place: most requests never need one, and paths cost a string each."""
+        return tuple(path for path, _, is_media in _walk(self.read, True) if not is_media)
+
+    @cached_property
+    def media(self) -> tuple[str, ...]:
+        """The paths of media data."""
+        if not self.carries_media:
+            return ()
+        return tuple(path for path, _, is_media in _walk(self.read, True) if is_media)
 
 
 def payload_of(body: dict[str, Any]) -> Payload:
+    read = {k: v for k, v in body.items() if k != "model"}
     texts: list[str] = []
-    paths: list[str] = []
-    media: list[str] = []
-    for path, text, is_media in _walk({k: v for k, v in body.items() if k != "model"}, ""):
+    media = False
+    for _, text, is_media in _walk(read, False):
         if is_media:
-            media.append(path)
+            media = True
         else:
             texts.append(normalized(text))
-            paths.append(path)
-    return Payload(tuple(texts), tuple(paths), tuple(media))
+    return Payload(tuple(texts), media, read)
 
 
-def _walk(value: Any, path: str) -> Iterator[tuple[str, str, bool]]:
-    """(path, text, is media) for every string under `value`, depth first, in order. Iterative:
-    a body may be nested deep (the parser bounds it, but this must not depend on that). In a
-    media part, only its data is media: a URL, a file name or a detail is text that leaves."""
-    stack: list[tuple[Any, str, bool]] = [(value, path, False)]
+def _walk(value: Any, paths: bool) -> Iterator[tuple[str, str, bool]]:
+    """(place, text, is media) for every string under `value`, depth first, in order; the place
+    is the string's path with `paths`, else only the path's last step (all that says whether it
+    is media data). Iterative: a body may be nested deep (the parser bounds it, but this must
+    not depend on that). In a media part, only its data is media: a URL, a file name or a
+    detail is text that leaves."""
+    stack: list[tuple[Any, str, bool]] = [(value, "", False)]
     while stack:
         item, where, in_media = stack.pop()
         if isinstance(item, str):
             yield where, item, is_data_url(item) or (in_media and where.endswith(_DATA_FIELDS))
         elif isinstance(item, list):
-            stack.extend(
-                (child, f"{where}[{i}]", in_media) for i, child in reversed(list(enumerate(item)))
-            )
+            if paths:
+                children = [(child, f"{where}[{i}]", in_media) for i, child in enumerate(item)]
+            else:
+                children = [(child, "[]", in_media) for child in item]
+            stack.extend(reversed(children))
         elif isinstance(item, dict):
-            media = in_media or item.get("type") in MEDIA_PART_TYPES
+            media = in_media or is_media_part(item)
+            # a path is empty only where every step so far was an empty key: so is its last step
+            parent = f"{where}." if where else ""
             for key, child in reversed(list(item.items())):
-                place = f"{where}.{key}" if where else str(key)
+                place = f"{parent if paths else parent and '.'}{key}"
                 stack.append((child, place, media))
-                stack.append((key, place + _NAME, False))
+                stack.append((key, place + _NAME if paths else "", False))
+
+
+def is_media_part(part: dict[str, Any]) -> bool:
+    kind = part.get("type")  # a client's: any JSON value (a list is no key of a set)
+    return isinstance(kind, str) and kind in MEDIA_PART_TYPES
 
 
 def is_data_url(text: str) -> bool:

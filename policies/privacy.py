@@ -89,7 +89,9 @@ def _named(
 def header_levels(header: str | Sequence[str] | None) -> list[str]:
     """Every level the header names: each comma-separated item of each value, stripped, empty
     ones dropped, each once, in order."""
-    values = [header] if isinstance(header, str) else list(header or ())
+    if not header:
+        return []  # most requests: no header
+    values = [header] if isinstance(header, str) else list(header)
     items = (item.strip() for value in values for item in value.split(","))
     return list(dict.fromkeys(item for item in items if item))
 

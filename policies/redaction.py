@@ -17,8 +17,8 @@ import re2  # type: ignore[import-untyped]
 
 from policies.payload import (
     MEDIA_DATA_FIELDS,
-    MEDIA_PART_TYPES,
     is_data_url,
+    is_media_part,
     normalized,
     payload_of,
 )
@@ -198,7 +198,7 @@ def redacted_body(
         if isinstance(value, list):
             return [walk(item) for item in value]
         if isinstance(value, dict):
-            in_media = value.get("type") in MEDIA_PART_TYPES
+            in_media = is_media_part(value)
             return {
                 walk(k, is_key=True): walk(v, media=in_media and k in MEDIA_DATA_FIELDS)
                 for k, v in value.items()

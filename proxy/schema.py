@@ -8,6 +8,7 @@ names the parameter.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import orjson
@@ -37,7 +38,7 @@ class ProxyRequest:
     def path(self) -> str:
         return ENDPOINTS[self.endpoint].path
 
-    @property
+    @cached_property  # read by routing, the gate and the meter: the body is dumped once
     def token_estimate(self) -> int:
         """Prompt tokens plus the answer's budget: the request's work in tokens, for predicting
         waits and charging rate limits (an estimate: the engine's own count comes later)."""
@@ -55,7 +56,7 @@ class ProxyRequest:
         limit = self.body.get("max_completion_tokens") or self.body.get("max_tokens")
         return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
 
-    @property
+    @cached_property
     def prompt_estimate(self) -> int:
         """Prompt tokens, at about 4 characters each."""
         text = orjson.dumps(self.body.get("messages") or self.body.get("prompt") or "")

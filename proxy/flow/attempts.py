@@ -88,7 +88,6 @@ async def attempt(
     `deadline` is a reading of `clock.now`. With `elsewhere` (another target could take the
     request), a target that could not even be connected to is left at once, as nginx's and
     Envoy's retries move to the next host: retried here only when it is the last one."""
-    past_deadline = _PastDeadline(settings, deadline, clock)
 
     def retry_here(error: BaseException) -> bool:
         return retryable(error) and not (elsewhere and isinstance(error, UpstreamNotConnected))
@@ -109,7 +108,9 @@ async def attempt(
         return await _once(open_answer, breaker, clock)
 
     retrying = AsyncRetrying(
-        stop=stop_any(stop_after_attempt(settings.attempts), past_deadline),
+        stop=stop_any(
+            stop_after_attempt(settings.attempts), _PastDeadline(settings, deadline, clock)
+        ),
         wait=_wait(settings),
         retry=retry_if_exception(retry_here),
         sleep=clock.sleep,

@@ -72,7 +72,7 @@ def request_facts(
     priority = caller.priority
     no_cloud = budget_closed
     if not priority.overflow:
-        no_cloud = no_cloud or f"priority {priority.name}: never overflows to the cloud"
+        no_cloud = no_cloud or f"priority: {priority.name} never overflows to the cloud"
     return RequestFacts(
         request.model,
         level,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import logging
 import signal
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -20,16 +19,14 @@ from starlette.types import ASGIApp
 
 from policies.model import Policy
 from policies.watcher import PolicyWatcher
-from proxy.errors import APIError, InternalError, error_body
-from proxy.flow.record import record_of
-from proxy.http.handlers import ROUTES, json_response
+from proxy.errors import APIError, error_body
+from proxy.http.api_first import ApiFirst, api_error_response, unexpected_response
+from proxy.http.handlers import API_HANDLERS, ROUTES, json_response
 from proxy.http.middleware import RequestContext
 from proxy.ops.loop_lag import watch_lag
 from proxy.ops.metrics import ServicesCollector, metrics
 from proxy.ops.observe import Observer
 from proxy.services import Services
-
-log = logging.getLogger("overspill")
 
 
 def build_app(policy: Policy, path: Path | None = None) -> ASGIApp:
@@ -80,7 +77,7 @@ def build_app(policy: Policy, path: Path | None = None) -> ASGIApp:
             Exception: _unexpected,
         },
     )
-    return RequestContext(app, observer.finished)
+    return RequestContext(ApiFirst(app, API_HANDLERS), observer.finished)
 
 
 def _on_sighup(callback: Callable[[], object]) -> None:
@@ -90,8 +87,7 @@ def _on_sighup(callback: Callable[[], object]) -> None:
 
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, APIError)
-    record_of(request.scope.setdefault("state", {})).error = exc.code or exc.type
-    return Response(exc.render(), exc.status, exc.headers, media_type="application/json")
+    return api_error_response(request, exc)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -102,6 +98,4 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
-    log.exception("unexpected error on %s", request.url.path, exc_info=exc)
-    error = InternalError(f"internal error ({type(exc).__name__}); see the proxy's log")
-    return Response(error.render(), error.status, media_type="application/json")
+    return unexpected_response(request, exc)

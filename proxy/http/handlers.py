@@ -271,8 +271,10 @@ def _admin(handler: Callable[[Request], Awaitable[Response]]) -> Any:
     return guarded
 
 
+# The API's endpoints by path (POST): proxy/http/api_first.py sends them here directly.
+API_HANDLERS = {spec.path: _endpoint(spec.name) for spec in ENDPOINTS.values()}
 ROUTES = [
-    *(Route(spec.path, _endpoint(spec.name), methods=["POST"]) for spec in ENDPOINTS.values()),
+    *(Route(path, handle, methods=["POST"]) for path, handle in API_HANDLERS.items()),
     Route("/v1/models", list_models, methods=["GET"]),
     Route("/healthz", healthz, methods=["GET"]),
     Route("/readyz", readyz, methods=["GET"]),

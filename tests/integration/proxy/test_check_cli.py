@@ -165,3 +165,22 @@ def test_an_invalid_file_exits_2_listing_every_problem(
     count = len(expected)
     summary = f"{path}: {count} problem{'s' if count != 1 else ''}"
     assert result.stderr.splitlines() == [f"{path}:{line}" for line in expected] + [summary]
+
+
+def test_a_cloud_model_without_a_price_is_warned_of(tmp_path: Path) -> None:
+    """Valid, so exit 0; but a model litellm cannot price costs $0 by the proxy's count, so a
+    tenant's cloud budget would never close on it: the admin is told which target."""
+    path = tmp_path / "overspill.toml"
+    path.write_text(
+        BACKEND
+        + '[[clouds]]\nname = "own-host"\nmodel = "openai/my-finetune"\n'
+        + 'api_base = "http://127.0.0.1:9/v1"\n'
+        + '[[clouds]]\nname = "mini"\nmodel = "openai/gpt-4o-mini"\n'
+    )
+    result = check(path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{path}: OK (")
+    warnings = result.stderr.splitlines()
+    assert len(warnings) == 1, warnings
+    assert "'own-host'" in warnings[0] and "'openai/my-finetune'" in warnings[0]
+    assert "no price" in warnings[0]

@@ -172,7 +172,10 @@ bodies = st.fixed_dictionaries(
                 {},
                 optional={
                     "role": st.just("user") | json_values,
-                    "content": st.text(max_size=20) | json_values,
+                    "content": st.text(max_size=20)
+                    | json_values
+                    # content parts whose type is any JSON value (a list is no key of a set)
+                    | st.lists(st.fixed_dictionaries({"type": json_values, "text": st.text()})),
                 },
             ),
             max_size=3,

@@ -9,10 +9,13 @@ import random
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policies.model import Privacy, PrivacyLevel
-from policies.payload import normalized, payload_of
+from policies.payload import _walk, normalized, payload_of
 from policies.privacy import classify
+from policies.redaction import redacted_body
 
 LEVELS = (PrivacyLevel("public"), PrivacyLevel("restricted", "none"))
 EVERY_DETECTOR = dict.fromkeys(("email", "phone", "payment_card", "us_ssn", "iban"), "restricted")
@@ -151,3 +154,43 @@ def test_the_policy_sets_a_level_for_requests_that_carry_media() -> None:
         ("media at messages[0].content[0].image_url.url: restricted",),
     )
     assert level(chat("no media here"), privacy)[0] == "public"
+
+
+_KEYS = st.sampled_from(["", "data", "file_data", "type", "x.data", "text", "url", "a"])
+_LEAVES = st.one_of(
+    st.sampled_from(["image_url", "file", "data:image/png;base64,AAAA", "hi", ""]),
+    st.text(max_size=5),
+    st.integers(),
+    st.none(),
+)
+_BODIES = st.recursive(
+    _LEAVES,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_KEYS, inner, max_size=4)),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_KEYS, _BODIES, max_size=5))
+def test_texts_and_media_are_what_the_walk_with_paths_finds(body: dict[str, Any]) -> None:
+    """The texts are read without their paths (a string each saved on every request), and the
+    paths found again only when a reason names one: both walks must see the same strings, each
+    as media or as text alike, whatever the body's shape (empty keys, dotted keys, media parts
+    at any depth)."""
+    payload = payload_of(body)
+    walked = list(_walk({k: v for k, v in body.items() if k != "model"}, True))
+    assert payload.texts == tuple(normalized(text) for _, text, media in walked if not media)
+    assert payload.paths == tuple(path for path, _, media in walked if not media)
+    assert payload.media == tuple(path for path, _, media in walked if media)
+    assert payload.carries_media == any(media for _, _, media in walked)
+
+
+@pytest.mark.parametrize("kind", [[], {}, ["image_url"], 3, None])
+def test_a_part_whose_type_is_not_text_is_read_as_any_other(kind: object) -> None:
+    """A client's `type` may be any JSON value: a list or an object is no key of the set of
+    media types (it raised TypeError, a 500, on the detectors' and redaction's walks)."""
+    body = chat([{"type": kind, "text": "write to jane@example.com"}])
+    assert level(body)[0] == "restricted"
+    redacted, places = redacted_body(body, EVERY_DETECTOR)
+    assert "jane@example.com" not in str(redacted)
+    assert places
