@@ -372,6 +372,10 @@ class Policy:
     def cloud(self, name: str) -> CloudTarget:
         return self._clouds[name]
 
+    def has_target(self, name: str) -> bool:
+        """A backend or a cloud target of this name is declared."""
+        return name in self._backends or name in self._clouds
+
     def route(self, model: str) -> Route | None:
         return self._routes.get(model)
 

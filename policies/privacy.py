@@ -56,6 +56,8 @@ def classify(
     if tenant is not None and tenant.privacy is not None:
         claims.append((tenant.privacy, f"tenant {tenant.name}"))
     claims += _detected(privacy, body) if scanned else _unscanned(privacy)
+    if len(claims) == 1:  # most requests: the default alone (no claim, nothing detected)
+        return Classification(privacy.default, (f"policy default: {privacy.default}",))
     strictest = max(privacy.strictness(name) for name, _ in claims)
     level = privacy.levels[strictest].name
     reasons = tuple(f"{source}: {name}" for name, source in claims if name == level)
@@ -97,6 +99,8 @@ def header_levels(header: str | Sequence[str] | None) -> list[str]:
 
 
 def _detected(privacy: Privacy, body: dict[str, Any]) -> list[tuple[str, str]]:
+    if not privacy.detectors and privacy.media is None:
+        return []  # nothing to look for: the body is not even walked
     payload = payload_of(body)
     found = scan(payload.texts, privacy.detectors)
     claims = [

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from tenacity import (
@@ -139,22 +140,26 @@ async def _once(
     return Opened(answer, first, chunks)
 
 
-async def relayed(opened: Opened, breaker: Breaker, clock: Clock) -> AsyncIterator[bytes]:
-    """The opened answer's body; the breaker learns how it ended (a stream can still fail
-    midway, after the attempt counted as a success so far)."""
-    try:
-        if opened.rest is None:
-            yield await opened.answer.read()
-        else:
-            if opened.first:
-                yield opened.first
-            async with contextlib.aclosing(opened.rest):  # type: ignore[type-var]
-                async for chunk in opened.rest:
-                    yield chunk
-    except BaseException as error:
-        _verdict(breaker, clock, error)
-        raise
-    _verdict(breaker, clock, None)
+async def relayed(
+    opened: Opened, breaker: Breaker, clock: Clock, held: AbstractContextManager[object]
+) -> AsyncIterator[bytes]:
+    """The opened answer's body, within `held` (what the target holds, its in-flight count,
+    until the body has passed or the client left); the breaker learns how it ended (a stream
+    can still fail midway, after the attempt counted as a success so far)."""
+    with held:
+        try:
+            if opened.rest is None:
+                yield await opened.answer.read()
+            else:
+                if opened.first:
+                    yield opened.first
+                async with contextlib.aclosing(opened.rest):  # type: ignore[type-var]
+                    async for chunk in opened.rest:
+                        yield chunk
+        except BaseException as error:
+            _verdict(breaker, clock, error)
+            raise
+        _verdict(breaker, clock, None)
 
 
 def _verdict(breaker: Breaker, clock: Clock, error: BaseException | None) -> None:

@@ -10,7 +10,6 @@ status tells the client most, and the message names every reason.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from policies.decide import RoutingPlan, Target
@@ -103,7 +102,9 @@ class Chain:
             opened = await self._attempt(leg, target, trip, cleared, elsewhere)
             answer = opened.answer
             head = Head(target.route, answer.status, answer.headers(), answer.stream)
-            return head, self._consume(opened, target, held.pop_all())
+            # the target is held until its body has passed (or the client left)
+            body = relayed(opened, self.breakers[target.name], self.runtime.clock, held.pop_all())
+            return head, body
 
     async def _attempt(
         self, leg: Leg, target: Target, trip: Trip, cleared: Cleared, elsewhere: bool
@@ -125,18 +126,6 @@ class Chain:
             self.legs[t.kind].may_carry(level, t) and self.breakers[t.name].would_allow(now)
             for t in later
         )
-
-    async def _consume(
-        self, opened: Opened, target: Target, held: contextlib.ExitStack
-    ) -> AsyncIterator[bytes]:
-        """The answer's body, holding the target (in-flight counts) until it is consumed; the
-        breaker learns how it ended."""
-        body = relayed(opened, self.breakers[target.name], self.runtime.clock)
-        with held:
-            # closed at once when the client leaves: the engine stops generating now, not at GC
-            async with contextlib.aclosing(body):  # type: ignore[type-var]
-                async for chunk in body:
-                    yield chunk
 
 
 def _none_answered(

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client import CollectorRegistry, Histogram
 
 from policies.model import Policy
 from proxy.flow.record import Record
 from proxy.ops.loop_lag import LAG_BUCKETS
 from proxy.ops.recent import Recent
+from proxy.ops.tallies import Tallies
 
 log = logging.getLogger("overspill.access")
 
@@ -85,60 +85,66 @@ def reason_kind(reasons: Any) -> str:
     return head if head in _KINDS else "other"
 
 
+def _entry(done: Finished, kind: str, at: float) -> Callable[[], dict[str, Any]]:
+    """A decision as the dashboard lists it, built only if a page asks (most are not shown)."""
+    record = done.record
+
+    def entry() -> dict[str, Any]:
+        return {
+            "at": round(at, 3),
+            "request_id": done.request_id,
+            "tenant": record.tenant,
+            "model": record.model,
+            "route": record.route or "none",
+            "decision": kind,
+            "status": done.status,
+            "cache": record.cache,
+            "reasons": list(record.reasons[:3]),
+            "error": record.error,
+            "ms": round(done.seconds * 1000, 1),
+        }
+
+    return entry
+
+
 class Observer:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.policy: Callable[[], Policy | None] = lambda: None  # set once the proxy is up
-        self._children: dict[tuple[MetricWrapperBase, tuple[str, ...]], Any] = {}
-        labels = ["decision", "target", "reason", "tenant", "code"]
-        self.requests = Counter(
+        tallies = Tallies()  # per request: plain numbers, rendered at scrape time
+        self.requests = tallies.count(
             "overspill_requests",
             "API requests by what was decided and why.",
-            labels,
-            registry=registry,
+            ["decision", "target", "reason", "tenant", "code"],
         )
-        self.latency = Histogram(
+        self.latency = tallies.histogram(
             "overspill_request_seconds",
             "End-to-end latency of API requests.",
             ["decision"],
-            buckets=BUCKETS,
-            registry=registry,
+            BUCKETS,
         )
-        self.ttft = Histogram(
+        self.ttft = tallies.histogram(
             "overspill_ttft_seconds",
             "Time to the first body byte of successful API answers.",
             ["decision"],
-            buckets=BUCKETS,
-            registry=registry,
+            BUCKETS,
         )
-        self.tokens = Counter(
-            "overspill_tokens",
-            "Tokens engines and clouds processed.",
-            ["direction", "decision"],
-            registry=registry,
+        self.tokens = tallies.count(
+            "overspill_tokens", "Tokens engines and clouds processed.", ["direction", "decision"]
         )
-        self.recent = Recent()  # the dashboard's last minutes
-        self.queued = Histogram(
+        self.queued = tallies.histogram(
             "overspill_queue_wait_seconds",
             "Time requests waited in the waiting room for a local engine.",
-            buckets=BUCKETS,
-            registry=registry,
+            [],
+            BUCKETS,
         )
-        self.loop_lag = Histogram(
+        registry.register(tallies)
+        self.recent = Recent()  # the dashboard's last minutes
+        self.loop_lag = Histogram(  # a few times a second: prometheus_client's own is cheap here
             "overspill_event_loop_lag_seconds",
             "How much later than asked the event loop woke (proxy/ops/loop_lag.py).",
             buckets=LAG_BUCKETS,
             registry=registry,
         )
-
-    def children(self, metric: MetricWrapperBase, *values: str) -> Any:
-        """A metric's child for these label values, remembered: prometheus_client's labels()
-        checks its arguments and takes a lock on every call, a cost otherwise paid per request.
-        The values come from fixed sets (decisions, targets, tenants the policy declares)."""
-        key = (metric, values)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*values)
-        return child
 
     def finished(self, done: Finished) -> None:
         if done.path.startswith(API_PREFIX) and done.method == "POST":
@@ -151,39 +157,20 @@ class Observer:
         policy = self.policy()
         record = done.record
         # counted by model only for a model the proxy serves: a client cannot grow the table
-        self.recent.add(
-            record.served_model or "other",
-            kind,
-            {
-                "at": round(time.time(), 3),
-                "request_id": done.request_id,
-                "tenant": record.tenant,
-                "model": record.model,
-                "route": record.route or "none",
-                "decision": kind,
-                "status": done.status,
-                "cache": record.cache,
-                "reasons": list(record.reasons[:3]),
-                "error": record.error,
-                "ms": round(done.seconds * 1000, 1),
-            },
-        )
-        self.children(
-            self.requests,
-            kind,
-            self._target(done, policy),
-            reason_kind(record.reasons),
-            self._tenant(record.tenant, policy),
-            str(done.status),
-        ).inc()
-        self.children(self.latency, kind).observe(done.seconds)
+        self.recent.add(record.served_model or "other", kind, _entry(done, kind, time.time()))
+        target = self._target(done, policy)
+        tenant = self._tenant(record.tenant, policy)
+        labels = (kind, target, reason_kind(record.reasons), tenant, str(done.status))
+        self.requests.add(labels)
+        self.latency.observe((kind,), done.seconds)
         if done.status == 200 and done.first_byte_s is not None:
-            self.children(self.ttft, kind).observe(done.first_byte_s)
-        for direction, tokens in (("in", record.tokens_in), ("out", record.tokens_out)):
-            if tokens is not None:
-                self.children(self.tokens, direction, kind).inc(tokens)
+            self.ttft.observe((kind,), done.first_byte_s)
+        if record.tokens_in is not None:
+            self.tokens.add(("in", kind), record.tokens_in)
+        if record.tokens_out is not None:
+            self.tokens.add(("out", kind), record.tokens_out)
         if record.queued_s is not None:
-            self.queued.observe(record.queued_s)
+            self.queued.observe((), record.queued_s)
 
     def line(self, done: Finished) -> dict[str, Any]:
         record = done.record
@@ -232,10 +219,7 @@ class Observer:
         name = route.split("/", 1)[1] if "/" in route else route or "none"
         if name in ("cache", "none") or policy is None:
             return name
-        known = any(b.name == name for b in policy.backends) or any(
-            c.name == name for c in policy.clouds
-        )
-        return name if known else "other"
+        return name if policy.has_target(name) else "other"
 
     @staticmethod
     def _tenant(named: Any, policy: Policy | None) -> str:

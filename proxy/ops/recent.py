@@ -21,9 +21,12 @@ class Recent:
     _buckets: deque[tuple[int, Counter[tuple[str, str]]]] = field(
         default_factory=lambda: deque(maxlen=BUCKETS)
     )
-    _decisions: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=DECISIONS))
+    # each decision's entry is built when a page asks for it (most never are)
+    _decisions: deque[Callable[[], dict[str, Any]]] = field(
+        default_factory=lambda: deque(maxlen=DECISIONS)
+    )
 
-    def add(self, model: str, decision: str, entry: dict[str, Any]) -> None:
+    def add(self, model: str, decision: str, entry: Callable[[], dict[str, Any]]) -> None:
         start = int(self.clock() // BUCKET_S * BUCKET_S)
         if not self._buckets or self._buckets[-1][0] != start:
             self._buckets.append((start, Counter()))
@@ -43,5 +46,5 @@ class Recent:
         return {
             "bucket_s": BUCKET_S,
             "buckets": buckets,
-            "decisions": list(reversed(self._decisions)),
+            "decisions": [entry() for entry in reversed(self._decisions)],
         }

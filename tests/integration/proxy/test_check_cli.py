@@ -182,5 +182,6 @@ def test_a_cloud_model_without_a_price_is_warned_of(tmp_path: Path) -> None:
     assert result.stdout.startswith(f"{path}: OK (")
     warnings = result.stderr.splitlines()
     assert len(warnings) == 1, warnings
-    assert "'own-host'" in warnings[0] and "'openai/my-finetune'" in warnings[0]
+    assert "'own-host'" in warnings[0]
+    assert "'openai/my-finetune'" in warnings[0]
     assert "no price" in warnings[0]

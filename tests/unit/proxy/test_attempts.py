@@ -187,12 +187,27 @@ async def test_an_open_breaker_refuses_without_calling_until_open_s_has_passed()
     assert breaker.state == "half_open"
 
 
+class Held:
+    """What a target holds while its body passes (an in-flight count, in the chain)."""
+
+    def __init__(self) -> None:
+        self.entered = 0
+        self.holding = False
+
+    def __enter__(self) -> None:
+        self.entered += 1
+        self.holding = True
+
+    def __exit__(self, *exc: object) -> None:
+        self.holding = False
+
+
 async def test_a_stream_that_breaks_midway_counts_against_the_target() -> None:
     fake = FakeClock()
     breaker = Breaker(BreakerSettings(consecutive_failures=1))
     opened = await attempt(Leg([[b"a", b"!"]]).open, breaker, STEADY, fake.t + 60, fake.clock)
     with pytest.raises(UpstreamUnavailable):
-        _ = [chunk async for chunk in relayed(opened, breaker, fake.clock)]
+        _ = [chunk async for chunk in relayed(opened, breaker, fake.clock, Held())]
     assert breaker.state == "open"
 
 
@@ -203,7 +218,13 @@ async def test_a_whole_answer_relayed_counts_for_the_target() -> None:
     fake.t += BreakerSettings().open_s
     once = dataclasses.replace(STEADY, attempts=1)
     opened = await attempt(Leg([[b"x", b"y"]]).open, breaker, once, fake.t + 60, fake.clock)
-    assert [chunk async for chunk in relayed(opened, breaker, fake.clock)] == [b"x", b"y"]
+    held = Held()
+    body = relayed(opened, breaker, fake.clock, held)
+    assert await anext(body) == b"x"
+    assert held.holding  # the target is held while its body passes
+    assert [chunk async for chunk in body] == [b"y"]
+    assert not held.holding
+    assert held.entered == 1
     assert breaker.probe_successes == 1  # a half-open probe that succeeded
 
 
@@ -215,9 +236,11 @@ async def test_a_client_that_leaves_midway_says_nothing_about_the_target() -> No
     once = dataclasses.replace(STEADY, attempts=1)
     opened = await attempt(Leg([[b"x", b"y", b"z"]]).open, breaker, once, fake.t + 60, fake.clock)
     assert breaker.probes_in_flight == 1
-    body = relayed(opened, breaker, fake.clock)
+    held = Held()
+    body = relayed(opened, breaker, fake.clock, held)
     assert await anext(body) == b"x"
     await body.aclose()  # the client went away
+    assert not held.holding  # released at once
     assert breaker.state == "half_open"
     assert breaker.probes_in_flight == 0  # its probe slot is free again, no verdict
 
