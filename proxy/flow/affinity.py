@@ -75,3 +75,26 @@ class Affinity:
     def leave(self, backend: str, led: Sequence[bytes]) -> None:
         """The request's first token came (or it failed): its prefill is over."""
         self.warming.done(backend, led)
+
+
+@dataclass
+class Prefill:
+    """Around the attempts on `backend`: wait for, or lead, a prefill of the same prompt there
+    (Affinity.enter), and end it once the attempts are over (Affinity.leave). A class, not a
+    generator-based context manager: one per request, and a generator's machinery cost more
+    than what it does."""
+
+    affinity: Affinity
+    backend: str
+    prompt: Prompt
+    balancing: Balancing
+    can_lead: bool
+    led: list[bytes] = field(default_factory=list)
+
+    async def __aenter__(self) -> None:
+        self.led = await self.affinity.enter(
+            self.backend, self.prompt, self.balancing, self.can_lead
+        )
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.affinity.leave(self.backend, self.led)

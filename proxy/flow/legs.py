@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -25,7 +25,7 @@ from policies.payload import payload_of
 from policies.privacy import Classification, raised
 from policies.redaction import NotRedactable, Placeholders, redacted_body
 from proxy.errors import UpstreamNotConnected
-from proxy.flow.affinity import Prompt
+from proxy.flow.affinity import Prefill, Prompt
 from proxy.flow.runtime import Runtime
 from proxy.legs.answer import Answer
 from proxy.legs.cloud_wire import open_wire
@@ -115,20 +115,14 @@ class LocalLeg:
     ) -> Cleared:
         return Cleared(request)
 
-    @contextlib.contextmanager
-    def hold(self, target: Target, request: ProxyRequest) -> Iterator[None]:
-        with self.runtime.backends.in_flight(target.name, request.token_estimate):
-            self.runtime.room.started(request.model)  # the waiting room's drain rate
-            yield
+    def hold(self, target: Target, request: ProxyRequest) -> AbstractContextManager[None]:
+        self.runtime.room.started(request.model)  # the waiting room's drain rate
+        return self.runtime.backends.in_flight(target.name, request.token_estimate)
 
-    @contextlib.asynccontextmanager
-    async def prefilling(self, target: Target, prompt: Prompt, stream: bool) -> AsyncIterator[None]:
-        affinity, balancing = self.runtime.affinity, self.policy.balancing
-        led = await affinity.enter(target.name, prompt, balancing, can_lead=stream)
-        try:
-            yield
-        finally:
-            affinity.leave(target.name, led)
+    def prefilling(
+        self, target: Target, prompt: Prompt, stream: bool
+    ) -> AbstractAsyncContextManager[None]:
+        return Prefill(self.runtime.affinity, target.name, prompt, self.policy.balancing, stream)
 
     async def open(
         self, target: Target, cleared: Cleared, request_id: str, tenant: Tenant | None

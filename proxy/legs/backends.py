@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import orjson
@@ -114,6 +114,27 @@ class BackendMonitor:
         self.error = error
 
 
+@dataclass
+class InFlight:
+    """A request counted in flight at a backend while the block runs (a class, not a
+    generator: entered once per request)."""
+
+    monitor: BackendMonitor
+    tokens: int
+    on_free: Callable[[], None]
+
+    def __enter__(self) -> None:
+        self.monitor.in_flight += 1
+        self.monitor.work_in_flight += self.tokens
+
+    def __exit__(self, *exc: object) -> None:
+        monitor = self.monitor
+        monitor.in_flight -= 1
+        monitor.work_in_flight -= self.tokens
+        monitor.meter.add(time.monotonic(), self.tokens, busy=monitor.in_flight > 0)
+        self.on_free()
+
+
 class Backends:
     def __init__(
         self, configs: tuple[Backend, ...], upstream: EngineClient, interval: float
@@ -165,19 +186,9 @@ class Backends:
     def __getitem__(self, name: str) -> BackendMonitor:
         return self.monitors[name]
 
-    @contextlib.contextmanager
-    def in_flight(self, name: str, tokens: int = 0) -> Iterator[None]:
+    def in_flight(self, name: str, tokens: int = 0) -> InFlight:
         """Count a request (and its estimated work in tokens) as in flight at `name`."""
-        monitor = self.monitors[name]
-        monitor.in_flight += 1
-        monitor.work_in_flight += tokens
-        try:
-            yield
-        finally:
-            monitor.in_flight -= 1
-            monitor.work_in_flight -= tokens
-            monitor.meter.add(time.monotonic(), tokens, busy=monitor.in_flight > 0)
-            self.on_free()
+        return InFlight(self.monitors[name], tokens, self.on_free)
 
     async def _probe_forever(self, monitor: BackendMonitor, probe_first: bool) -> None:
         if probe_first:
