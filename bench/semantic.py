@@ -1,7 +1,7 @@
 """Can the semantic cache tell a paraphrase from a near-miss? Cosine threshold against precision,
 wrong hits and recall, with and without the guard (cache/guard.py), on a hand-labelled set.
 
-    .venv/bin/python -m bench.semantic [--home DIR]
+    .venv/bin/python -m bench.semantic [--home DIR] [--data PATH] [--split NAME]
 
 bench/data/semantic_pairs.jsonl holds question pairs labelled "paraphrase" (deserves the cached
 answer) or "near_miss" (deserves another answer), in seven domains. Pairs without a "split" were
@@ -9,6 +9,8 @@ written together with the guard's word tables, which were tuned on them; the pai
 "split": "blind" were written after the guard was frozen and never tuned on, so the guard's
 catch rate on them is the honest estimate of how it does on questions it has not seen. Keep it
 that way: after tuning the guard on a blind pair, drop its "split" and write new blind ones.
+--data reads another file of pairs (bench/data/cache_truth_pairs.jsonl, issue 18) and --split
+keeps only its pairs of that "split" ("tune" or "held_out" there).
 
 For every threshold from 0.70 to 0.98 and both encoders ("torch", the sentence-transformers
 reference, and "onnx", the int8 fast path, both from cache.embedder.load_encoder):
@@ -21,6 +23,8 @@ The recommended default is the lowest threshold at which, with the guard, the wr
 stays under 1% for both encoders, there and at every higher threshold (the highest recall that
 keeps the budget). Prints the tables, the per-domain scores at that threshold, whether both
 encoders make the same decisions there, and the guard's cost; saves bench/results/semantic.png.
+At DEFAULT_THRESHOLD, with the guard, it also prints each encoder's scores by "kind" (wrong hits
+per near-miss kind, recall per paraphrase kind), when the pairs have one, and its wrong hits.
 
 Then what the cache serves: int8 similarities, except those within the referee's margin of the
 threshold (cache.store.referee_margin of the shift the export measured on the calibration pairs),
@@ -68,6 +72,8 @@ class Pair:
     domain: str
     note: str
     split: str = "dev"  # "blind": written after the guard was frozen
+    id: str = ""
+    kind: str = ""  # the change from a to b ("number", "typos", ...), where the file has one
 
     @property
     def paraphrase(self) -> bool:
@@ -102,6 +108,14 @@ def load_pairs(path: Path = DATA) -> list[Pair]:
     if wrong:
         raise ValueError(f"{path}: unknown label {wrong[0].label!r} for {wrong[0].a!r}")
     return pairs
+
+
+def select(pairs: Sequence[Pair], split: str | None) -> list[Pair]:
+    """The pairs of one split (all of them for None)."""
+    chosen = [pair for pair in pairs if split is None or pair.split == split]
+    if not chosen:
+        raise ValueError(f"no pairs with split {split!r}")
+    return chosen
 
 
 def similarities(encoder: Encoder, pairs: Sequence[Pair]) -> Similarities:
@@ -157,10 +171,20 @@ def recommend(curves: Sequence[Sequence[Scores]]) -> float | None:
 def by_domain(
     pairs: Sequence[Pair], sims: Similarities, threshold: float, guard: Guard | None
 ) -> dict[str, Scores]:
+    return by_field(pairs, sims, threshold, guard, lambda pair: pair.domain)
+
+
+def by_field(
+    pairs: Sequence[Pair],
+    sims: Similarities,
+    threshold: float,
+    guard: Guard | None,
+    field: Callable[[Pair], str],
+) -> dict[str, Scores]:
     scores: dict[str, Scores] = {}
-    for domain in sorted({pair.domain for pair in pairs}):
-        chosen = [i for i, pair in enumerate(pairs) if pair.domain == domain]
-        scores[domain] = evaluate([pairs[i] for i in chosen], sims[chosen], threshold, guard)
+    for value in sorted({field(pair) for pair in pairs}):
+        chosen = [i for i, pair in enumerate(pairs) if field(pair) == value]
+        scores[value] = evaluate([pairs[i] for i in chosen], sims[chosen], threshold, guard)
     return scores
 
 
@@ -197,8 +221,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=Path(default_home),
         help="where load_encoder keeps the exported ONNX model",
     )
+    parser.add_argument("--data", type=Path, default=DATA, help="the labelled pairs (JSON lines)")
+    parser.add_argument("--split", help='only the pairs whose "split" is this (default: all)')
     args = parser.parse_args(argv)
-    pairs = load_pairs()
+    pairs = select(load_pairs(args.data), args.split)
+    print(f"{args.data}: {len(pairs)} pairs (split: {args.split or 'all'})")
     sims = {kind: _timed_similarities(kind, args.home, pairs) for kind in KINDS}
     curves = {
         kind: (sweep(pairs, sims[kind], None), sweep(pairs, sims[kind], conflict)) for kind in KINDS
@@ -211,6 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     threshold = chosen if chosen is not None else THRESHOLDS[-1]
     _report_threshold(pairs, sims, threshold)
+    _report_default(pairs, sims)
     reference = _timed_similarities("onnx-fp32", args.home, pairs)
     _report_refereed(pairs, sims, reference, read_shift(args.home / "models" / ONNX_DIR))
     _report_guard(pairs)
@@ -276,6 +304,45 @@ def _report_threshold(
             f"  torch {sims['torch'][i]:.3f} onnx {sims['onnx'][i]:.3f} {pairs[i].label}: "
             f"{pairs[i].a!r} / {pairs[i].b!r}"
         )
+
+
+def _report_default(pairs: Sequence[Pair], sims: dict[EncoderKind, Similarities]) -> None:
+    """At DEFAULT_THRESHOLD with the guard: scores by kind (if the pairs have kinds), wrong hits."""
+    threshold = DEFAULT_THRESHOLD
+    for kind in KINDS:
+        if any(pair.kind for pair in pairs):
+            print(
+                f"\n{kind} at {threshold:.2f} with the guard, by kind of change: "
+                "wrong hits per near-miss kind, recall per paraphrase kind\n"
+            )
+            print(
+                table(["kind", "label", "pairs", "served", "rate"], _kind_rows(pairs, sims[kind]))
+            )
+        served = decisions(pairs, sims[kind], threshold, conflict)
+        wrong = [
+            i
+            for i, (p, hit) in enumerate(zip(pairs, served, strict=True))
+            if hit and not p.paraphrase
+        ]
+        print(f"\n{kind} at {threshold:.2f} with the guard: {len(wrong)} wrong hits")
+        for i in wrong:
+            pair = pairs[i]
+            print(f"  {pair.id} {pair.kind} {sims[kind][i]:.3f}: {pair.a!r} | {pair.b!r}")
+
+
+def _kind_rows(pairs: Sequence[Pair], sims: Similarities) -> list[list[object]]:
+    """Wrong hits per near-miss kind, recall per paraphrase kind, at DEFAULT_THRESHOLD."""
+    rows: list[list[object]] = []
+    for label in ("near_miss", "paraphrase"):
+        chosen = [i for i, pair in enumerate(pairs) if pair.label == label]
+        subset = [pairs[i] for i in chosen]
+        scores = by_field(subset, sims[chosen], DEFAULT_THRESHOLD, conflict, lambda p: p.kind)
+        for change, s in scores.items():
+            total, served = (
+                (s.near_misses, s.wrong_hits) if s.near_misses else (s.paraphrases, s.true_hits)
+            )
+            rows.append([change, label, total, served, f"{served / total:.1%}"])
+    return rows
 
 
 def _report_refereed(
