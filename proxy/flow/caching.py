@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -219,14 +220,18 @@ class Answers:
 
         return head, kept()
 
-    @contextlib.asynccontextmanager
-    async def shared(
+    def shared(
         self, caching: Caching, produce: Callable[[], Awaitable[Produced]]
-    ) -> AsyncIterator[Produced]:
+    ) -> AbstractAsyncContextManager[Produced]:
         """The answer, from an identical request's upstream call when one is in flight."""
         if not caching.plan.coalesce:
-            yield await produce()
-            return
+            return _Produced(produce)
+        return self._boarded(caching, produce)
+
+    @contextlib.asynccontextmanager
+    async def _boarded(
+        self, caching: Caching, produce: Callable[[], Awaitable[Produced]]
+    ) -> AsyncIterator[Produced]:
         async with self.coalescer.board(caching.flight, produce) as flight:
             head = await flight.wait_head()
             yield head, flight.follow()
@@ -279,6 +284,20 @@ class Answers:
         for model in (self.embedder, self.referee.embeds if self.referee else None):
             if isinstance(model, OnDemandEmbedder):
                 await model.close()
+
+
+@dataclass
+class _Produced:
+    """The answer produced for this request alone (no flight to share): a class, not a
+    generator-based context manager, as most requests take this way."""
+
+    produce: Callable[[], Awaitable[Produced]]
+
+    async def __aenter__(self) -> Produced:
+        return await self.produce()
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
 
 
 async def _iterate(chunks: list[bytes]) -> AsyncIterator[bytes]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 from policies.admission import Refusal, TenantLoad, admit, charged, settle
@@ -61,13 +61,15 @@ class Gate:
                 code="model_not_allowed",
             )
 
-    @contextmanager
-    def admitted(self, tenant: Tenant | None, tokens: int) -> Iterator[Ticket]:
+    def admitted(self, tenant: Tenant | None, tokens: int) -> AbstractContextManager[Ticket]:
         """Admit the request for its tenant's limits or raise RateLimited; on exit, the request
         leaves the in-flight count and its charge becomes what it used."""
         if tenant is None or not tenant.limits.limiting:
-            yield Ticket(tokens)
-            return
+            return nullcontext(Ticket(tokens))  # nothing to count: most requests
+        return self._limited(tenant, tokens)
+
+    @contextmanager
+    def _limited(self, tenant: Tenant, tokens: int) -> Iterator[Ticket]:
         limits, name = tenant.limits, tenant.name
         verdict = admit(self._loads.get(name, TenantLoad()), limits, name, tokens, self.clock())
         if isinstance(verdict, Refusal):
