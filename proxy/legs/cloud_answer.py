@@ -83,9 +83,13 @@ class CloudAnswer:
                     self.bill.saw(chunk)
                 usage = getattr(chunk, "usage", None)
                 if usage is not None and not self.show_usage:
-                    if not getattr(chunk, "choices", None):
+                    if not getattr(chunk, "choices", None) or _empty_choices(chunk):
                         continue  # the usage chunk the client did not ask for
                     chunk = chunk.model_copy(update={"usage": None})
+                elif usage is not None and _empty_choices(chunk):
+                    # litellm's usage chunk carries a choice with an empty delta; OpenAI's has
+                    # none, and clients that read choices[0] of the last chunk expect that
+                    chunk = chunk.model_copy(update={"choices": []})
                 yield b"data: " + chunk.model_dump_json(exclude_none=True).encode() + b"\n\n"
             yield b"data: [DONE]\n\n"
         except Exception as exc:
@@ -100,6 +104,19 @@ class CloudAnswer:
             self.bill.settle()
         if self.stream:
             self.source = None
+
+
+def _empty_choices(chunk: Any) -> bool:
+    """The chunk has choices, and none of them says anything."""
+    choices = getattr(chunk, "choices", None) or ()
+    return bool(choices) and all(_says_nothing(choice) for choice in choices)
+
+
+def _says_nothing(choice: Any) -> bool:
+    """No finish reason, and a delta with no field set."""
+    delta = getattr(choice, "delta", None)
+    empty = delta is None or not delta.model_dump(exclude_none=True)
+    return empty and not getattr(choice, "finish_reason", None)
 
 
 async def closed(source: Any) -> None:

@@ -70,6 +70,33 @@ def _status_error(target: str, exc: Exception, status: int) -> UpstreamError:
     )
     if retry_after:
         headers["Retry-After"] = str(retry_after)
-    message = str(getattr(exc, "message", exc))[:300]
-    error = {"message": message, "type": "upstream_error", "param": None, "code": str(status)}
+    error = _provider_error(str(getattr(exc, "message", exc)), status)
     return UpstreamStatus(target, status, orjson.dumps({"error": error}), headers)
+
+
+def _provider_error(text: str, status: int) -> dict[str, object]:
+    """OpenAI's error object from litellm's message, which wraps the provider's own error
+    (`litellm.BadRequestError: AnthropicException - {"type": "error", "error": {...}}`): the
+    provider's message, type and code when its JSON is there, else litellm's text, cut short."""
+    error: dict[str, object] = {
+        "message": text[:300],
+        "type": "upstream_error",
+        "param": None,
+        "code": str(status),
+    }
+    start, end = text.find("{"), text.rfind("}")  # a stream's error quotes it as bytes: b'{...}'
+    try:
+        document = orjson.loads(text[start : end + 1]) if 0 <= start < end else None
+    except orjson.JSONDecodeError:
+        return error
+    inner = document.get("error") if isinstance(document, dict) else None
+    if not isinstance(inner, dict) or not isinstance(inner.get("message"), str):
+        return error
+    error["message"] = inner["message"][:1000]
+    if isinstance(inner.get("type"), str):
+        error["type"] = inner["type"]
+    if isinstance(inner.get("param"), str):
+        error["param"] = inner["param"]
+    code = inner.get("code")
+    error["code"] = code if isinstance(code, str) else error["code"]
+    return error

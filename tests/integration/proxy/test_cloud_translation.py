@@ -146,6 +146,7 @@ def test_a_stream_comes_back_as_openai_chunks(translated: tuple[Process, Process
     assert usage is not None
     assert usage.completion_tokens == 4
     assert usage.prompt_tokens == message["usage"]["input_tokens"]
+    assert chunks[-1].choices == []  # OpenAI's usage chunk has no choice (litellm's had one)
 
 
 def test_a_stream_shows_usage_only_when_asked(translated: tuple[Process, Process]) -> None:
@@ -173,5 +174,7 @@ def test_an_anthropic_error_comes_back_as_an_openai_error(
             )
         body = caught.value.body
         assert isinstance(body, dict)
-        assert "temperature: must be a number between 0 and 1" in body["message"]
+        # the provider's own words and type, not litellm's wrapping of them
+        assert body["message"] == "temperature: must be a number between 0 and 1"
+        assert body["type"] == "invalid_request_error"
     assert client(p).chat.completions.create(model="m", messages=conversation("Still there?"))
