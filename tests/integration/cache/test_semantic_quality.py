@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from bench.semantic import Pair, Similarities, decisions, evaluate, load_pairs, similarities
+from bench.semantic_scores import (
+    Pair,
+    Similarities,
+    decisions,
+    evaluate,
+    load_pairs,
+    similarities,
+)
 from cache.embedder import load_encoder
 from cache.guard import DEFAULT_THRESHOLD, conflict
 from cache.keys import CacheKeys, cache_keys
