@@ -26,17 +26,18 @@ from tenacity.stop import stop_base
 from policies.model import RetrySettings
 from proxy.clock import Clock
 from proxy.errors import APIError, UpstreamError, UpstreamNotConnected
+from proxy.flow.whole import Whole
 from proxy.legs.answer import Answer
 from proxy.legs.breaker import Breaker
 
 
 @dataclass
 class Opened:
-    """A target's answer, with the first chunk of a stream already in hand."""
+    """A target's answer, with a whole answer's body or a stream's first chunk in hand."""
 
     answer: Answer
-    first: bytes
-    rest: AsyncIterator[bytes] | None
+    first: bytes  # a whole answer's body, or a stream's first chunk
+    rest: AsyncIterator[bytes] | None  # a stream's other chunks; None for a whole answer
 
 
 class TargetRefused(Exception):
@@ -130,8 +131,8 @@ async def _once(
         raise TargetRefused(breaker.last_failure or "breaker open")
     try:
         answer = await open_answer()
-        if not answer.stream:
-            return Opened(answer, b"", None)
+        if not answer.stream:  # read here: its target is done with it before it is delivered
+            return Opened(answer, await answer.read(), None)
         chunks = answer.chunks()
         first = await anext(chunks, b"")
     except BaseException as error:
@@ -140,22 +141,34 @@ async def _once(
     return Opened(answer, first, chunks)
 
 
-async def relayed(
+def relayed(
     opened: Opened, breaker: Breaker, clock: Clock, held: AbstractContextManager[object]
 ) -> AsyncIterator[bytes]:
     """The opened answer's body, within `held` (what the target holds, its in-flight count,
     until the body has passed or the client left); the breaker learns how it ended (a stream
-    can still fail midway, after the attempt counted as a success so far)."""
+    can still fail midway, after the attempt counted as a success so far). A whole answer was
+    read in the attempt: the target is done with it already."""
+    if opened.rest is None:
+        with held:
+            _verdict(breaker, clock, None)
+        return Whole(opened.first)
+    return _relayed_stream(opened.first, opened.rest, breaker, clock, held)
+
+
+async def _relayed_stream(
+    first: bytes,
+    rest: AsyncIterator[bytes],
+    breaker: Breaker,
+    clock: Clock,
+    held: AbstractContextManager[object],
+) -> AsyncIterator[bytes]:
     with held:
         try:
-            if opened.rest is None:
-                yield await opened.answer.read()
-            else:
-                if opened.first:
-                    yield opened.first
-                async with contextlib.aclosing(opened.rest):  # type: ignore[type-var]
-                    async for chunk in opened.rest:
-                        yield chunk
+            if first:
+                yield first
+            async with contextlib.aclosing(rest):  # type: ignore[type-var]
+                async for chunk in rest:
+                    yield chunk
         except BaseException as error:
             _verdict(breaker, clock, error)
             raise

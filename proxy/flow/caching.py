@@ -36,6 +36,7 @@ from cache.store import (
 from policies.model import CacheRule, Policy
 from proxy.endpoints import ENDPOINTS
 from proxy.flow.streaming import assemble, fresh, replay
+from proxy.flow.whole import Whole
 from proxy.schema import ProxyRequest
 
 log = logging.getLogger("overspill")
@@ -200,12 +201,16 @@ class Answers:
             headers.append((b"content-type", b"text/event-stream"))
             return Head("cache", 200, headers, True), _iterate(chunks)
         headers.append((b"content-type", b"application/json"))
-        return Head("cache", 200, headers, False), _iterate([orjson.dumps(completion)])
+        return Head("cache", 200, headers, False), Whole(orjson.dumps(completion))
 
     def keep(self, caching: Caching, produced: Produced, miss: Miss) -> Produced:
         """Pass the answer through; once it is complete and good, store it off the hot path."""
         head, chunks = produced
         if not caching.plan.store or head.status != 200:
+            return produced
+        if isinstance(chunks, Whole):  # complete already
+            insert = self.cache.insert(caching.keys, caching.rule, chunks.body, miss.vector)
+            self._background(insert)
             return produced
 
         async def kept() -> AsyncIterator[bytes]:

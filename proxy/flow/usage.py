@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import orjson
 
 from proxy.flow.streaming import events
+from proxy.flow.whole import Whole
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,9 @@ Used = Callable[[Usage | None], None]  # called once, when the answer has passed
 def metered(
     chunks: AsyncIterator[bytes], stream: bool, prompt_estimate: int, used: Used
 ) -> AsyncIterator[bytes]:
+    if isinstance(chunks, Whole):  # in hand: counted now (it was computed whatever follows)
+        used(_counted(_usage_of(chunks.body)))
+        return chunks
     return _metered_stream(chunks, prompt_estimate, used) if stream else _metered_body(chunks, used)
 
 

@@ -16,6 +16,7 @@ from starlette.types import Send
 from proxy.errors import APIError
 from proxy.flow.caching import Head
 from proxy.flow.record import Record
+from proxy.flow.whole import joined
 from proxy.http.disconnect import DisconnectWatch
 
 
@@ -63,7 +64,7 @@ class Reply:
             self.watch.finish()
             await self.send({"type": "http.response.body", "body": b""})
             return
-        body = b"".join([chunk async for chunk in chunks])
+        body = await joined(chunks)
         headers.append((b"content-length", str(len(body)).encode()))
         await self._start(head.status, headers)
         self.watch.finish()

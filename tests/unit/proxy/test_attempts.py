@@ -13,8 +13,15 @@ import pytest
 
 from policies.model import BreakerSettings, RetrySettings
 from proxy.clock import Clock
-from proxy.errors import UpstreamError, UpstreamNotConnected, UpstreamStatus, UpstreamUnavailable
+from proxy.errors import (
+    UpstreamDropped,
+    UpstreamError,
+    UpstreamNotConnected,
+    UpstreamStatus,
+    UpstreamUnavailable,
+)
 from proxy.flow.attempts import TargetRefused, attempt, relayed
+from proxy.flow.whole import Whole
 from proxy.legs.answer import Answer
 from proxy.legs.breaker import Breaker
 from tests.fakes import FakeClock
@@ -51,7 +58,7 @@ async def test_a_breaker_keeps_no_text_of_the_request_that_failed(error: Upstrea
 class Leg:
     """A target that answers from a script: an error to raise, or an answer's chunks."""
 
-    script: list[UpstreamError | list[bytes]]
+    script: list[UpstreamError | list[bytes] | Streamed]
     calls: int = 0
 
     async def open(self) -> Answer:
@@ -59,7 +66,7 @@ class Leg:
         self.calls += 1
         if isinstance(step, UpstreamError):
             raise step
-        return Streamed(step)
+        return step if isinstance(step, Streamed) else Streamed(step)
 
 
 @dataclass
@@ -72,6 +79,8 @@ class Streamed:
         return []
 
     async def read(self) -> bytes:
+        if b"!" in self.parts:
+            raise UpstreamDropped("leg: connection lost mid-answer")
         return b"".join(self.parts)
 
     async def chunks(self) -> AsyncIterator[bytes]:
@@ -226,6 +235,36 @@ async def test_a_whole_answer_relayed_counts_for_the_target() -> None:
     assert not held.holding
     assert held.entered == 1
     assert breaker.probe_successes == 1  # a half-open probe that succeeded
+
+
+async def test_a_whole_answer_whose_body_breaks_counts_against_the_target_untried() -> None:
+    # Its answer had begun: the engine did the work, so it is not asked again (as nginx does
+    # not retry once a response has begun), but the failure is the target's.
+    fake = FakeClock()
+    breaker = Breaker(BreakerSettings(consecutive_failures=1))
+    leg = Leg([Streamed([b"!"], stream=False), Streamed([b"{}"], stream=False)])
+    with pytest.raises(UpstreamDropped):
+        await attempt(leg.open, breaker, STEADY, fake.t + 60, fake.clock)
+    assert leg.calls == 1
+    assert breaker.state == "open"
+
+
+async def test_a_whole_answer_is_in_hand_and_its_target_released_before_delivery() -> None:
+    fake = FakeClock()
+    breaker = Breaker(BreakerSettings(consecutive_failures=1))
+    breaker.record_failure(fake.t, "earlier")  # open
+    fake.t += BreakerSettings().open_s
+    once = dataclasses.replace(STEADY, attempts=1)
+    whole = Streamed([b'{"id": ', b'"x"}'], stream=False)
+    opened = await attempt(Leg([whole]).open, breaker, once, fake.t + 60, fake.clock)
+    held = Held()
+    body = relayed(opened, breaker, fake.clock, held)
+    assert held.entered == 1
+    assert not held.holding  # the engine is done: nothing of it is held while the client reads
+    assert breaker.probe_successes == 1
+    assert isinstance(body, Whole)
+    assert body.body == b'{"id": "x"}'
+    assert [chunk async for chunk in body] == [b'{"id": "x"}']
 
 
 async def test_a_client_that_leaves_midway_says_nothing_about_the_target() -> None:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 import orjson
 
 from proxy.flow.usage import Usage, metered
+from proxy.flow.whole import Whole, joined
 
 USAGE = {"prompt_tokens": 12, "completion_tokens": 30, "total_tokens": 42}
 
@@ -29,6 +30,18 @@ async def run(stream: bool, *parts: bytes) -> tuple[bytes, list[Usage | None]]:
     used: list[Usage | None] = []
     passed = b"".join([c async for c in metered(chunks_of(*parts), stream, 100, used.append)])
     return passed, used
+
+
+async def test_a_whole_answer_in_hand_is_counted_at_once_and_passed_as_it_is() -> None:
+    body = orjson.dumps({"choices": [], "usage": USAGE})
+    used: list[Usage | None] = []
+    whole = Whole(body)
+    passed = metered(whole, False, 100, used.append)
+    assert used == [Usage(12, 30)]  # before any byte has passed: it was computed already
+    assert passed is whole
+    assert [c async for c in passed] == [body]
+    assert await joined(Whole(body)) == body
+    assert await joined(chunks_of(body[:5], body[5:])) == body
 
 
 async def test_a_whole_answer_reports_its_usage() -> None:
