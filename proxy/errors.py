@@ -81,6 +81,15 @@ class RequestTimeout(APIError):
     code = "request_timeout"
 
 
+class ClientGone(APIError):
+    """The client left before its request was read: nobody reads the answer (499, as nginx
+    logs it), but the record says what happened."""
+
+    status = 499
+    type = "invalid_request_error"
+    code = "client_disconnected"
+
+
 class RateLimited(APIError):
     """429; `retry_after` seconds becomes the `Retry-After` header."""
 

@@ -24,6 +24,7 @@ from proxy.flow.pipeline import Pipeline
 from proxy.flow.record import record_of
 from proxy.http.bodies import read_body
 from proxy.http.client_headers import client_headers
+from proxy.http.connection import connection_of
 from proxy.http.disconnect import DisconnectWatch
 from proxy.http.reply import Reply
 from proxy.ops.explain import explanation
@@ -54,7 +55,7 @@ class PipelineResponse:
     identity: Identity
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async with DisconnectWatch(receive) as watch:
+        async with DisconnectWatch(receive, connection_of(scope)) as watch:
             reply = Reply(send, watch, record_of(scope.setdefault("state", {})))
             try:
                 answer = self.pipeline.run(

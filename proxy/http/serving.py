@@ -15,6 +15,7 @@ from types import FrameType
 import uvicorn
 from starlette.types import ASGIApp
 
+from proxy.http.connection import Facts
 from proxy.http.head_deadline import with_head_deadline
 
 
@@ -45,12 +46,12 @@ class Server:
         self.sock = bind(host, port)
         self.host, self.port = self.sock.getsockname()[:2]
         protocol = (
-            with_head_deadline(header_timeout_s, body_timeout_s) if header_timeout_s else None
+            with_head_deadline(header_timeout_s, body_timeout_s) if header_timeout_s else Facts
         )
         config = uvicorn.Config(
             app,
             loop="uvloop",
-            http=protocol or "httptools",
+            http=protocol,
             lifespan="on",
             log_level=log_level,
             access_log=False,

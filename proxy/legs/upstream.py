@@ -25,6 +25,7 @@ from proxy.errors import (
     UpstreamUnavailable,
 )
 from proxy.legs.answer import Answer
+from proxy.legs.deadlines import Deadlines
 
 # How long an idle connection to an engine is kept: below the engines' own (uvicorn's, under
 # vLLM and the simulator, closes one after 5 s), so a request never goes out on a connection the
@@ -52,6 +53,7 @@ class EngineClient(Protocol):
 class Upstream:
     def __init__(self, timeouts: Timeouts) -> None:
         self.timeouts = timeouts
+        self.deadlines = Deadlines()  # first byte, idle and total: one watchdog for them all
         connector = aiohttp.TCPConnector(
             limit=0, keepalive_timeout=KEEPALIVE_S, enable_cleanup_closed=True
         )
@@ -68,16 +70,34 @@ class Upstream:
     async def open(
         self, backend: str, url: str, body: bytes, headers: Mapping[str, str], stream: bool
     ) -> UpstreamResponse:
-        """Send the request and wait for the response headers; errors become UpstreamError."""
+        """Send the request and wait for the response headers, and for a whole answer its body
+        too, under the one limit (first_byte_s or total_s: a timer each cost more than parsing
+        a small answer: proxy/legs/deadlines.py); errors become UpstreamError."""
         wait = self.timeouts.first_byte_s if stream else self.timeouts.total_s
+        late = f"no response within {wait:g}s"
         try:
-            async with asyncio.timeout(wait):
-                response = await self.session.post(url, data=body, headers=headers)
+            with self.deadlines.within(wait):
+                response = await self._posted(backend, url, body, headers)
+                upstream = UpstreamResponse(
+                    backend, response, self.timeouts, stream, self.deadlines
+                )
+                if response.status >= 400:
+                    await upstream.fail_with_status()
+                if not stream:
+                    late = "answer not complete in time"
+                    upstream.body = await upstream.whole()
+        except TimeoutError as exc:
+            raise UpstreamTimeout(f"{backend}: {late}") from exc
+        return upstream
+
+    async def _posted(
+        self, backend: str, url: str, body: bytes, headers: Mapping[str, str]
+    ) -> aiohttp.ClientResponse:
+        try:
+            return await self.session.post(url, data=body, headers=headers)
         except aiohttp.ConnectionTimeoutError as exc:  # a TimeoutError too: caught first
             connect = self.timeouts.connect_s
             raise UpstreamNotConnected(f"{backend}: no connection within {connect:g}s") from exc
-        except TimeoutError as exc:
-            raise UpstreamTimeout(f"{backend}: no response within {wait:g}s") from exc
         except aiohttp.ClientConnectorError as exc:
             raise UpstreamNotConnected(f"{backend}: cannot connect ({exc.os_error})") from exc
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
@@ -85,10 +105,6 @@ class Upstream:
             raise UpstreamUnavailable(f"{backend}: connection lost before answering") from exc
         except aiohttp.ClientError as exc:
             raise UpstreamError(f"{backend}: {type(exc).__name__}: {exc}") from exc
-        upstream = UpstreamResponse(backend, response, self.timeouts, stream)
-        if response.status >= 400:
-            await upstream.fail_with_status()
-        return upstream
 
     async def get(self, url: str, limit_s: float) -> tuple[int, bytes]:
         """A small GET for probes: (status, body); raises UpstreamError."""
@@ -109,6 +125,8 @@ class UpstreamResponse:
     response: aiohttp.ClientResponse
     timeouts: Timeouts
     stream: bool
+    deadlines: Deadlines
+    body: bytes | None = None  # a whole answer's, once read
 
     @property
     def status(self) -> int:
@@ -122,11 +140,19 @@ class UpstreamResponse:
         ]
 
     async def read(self) -> bytes:
+        """The whole body (read already if the answer was opened as a whole one)."""
+        if self.body is not None:
+            return self.body
         try:
-            async with asyncio.timeout(self.timeouts.total_s):
-                return await self.response.read()
+            with self.deadlines.within(self.timeouts.total_s):
+                return await self.whole()
         except TimeoutError as exc:
             raise UpstreamTimeout(f"{self.backend}: answer not complete in time") from exc
+
+    async def whole(self) -> bytes:
+        """The whole body, with no limit of its own."""
+        try:
+            return await self.response.read()
         except aiohttp.ClientError as exc:
             raise UpstreamDropped(f"{self.backend}: connection lost mid-answer") from exc
         finally:
@@ -136,10 +162,11 @@ class UpstreamResponse:
         """The body as it arrives; the first chunk may take first_byte_s, later ones idle_s."""
         wait, silence = self.timeouts.first_byte_s, "no first chunk within"
         content = self.response.content
+        limit = self.deadlines.limit()
         try:
             while True:
                 try:
-                    async with asyncio.timeout(wait):
+                    with limit.within(wait):
                         chunk = await content.readany()
                 except TimeoutError as exc:
                     raise UpstreamTimeout(f"{self.backend}: {silence} {wait:g}s") from exc

@@ -142,15 +142,21 @@ def test_a_deeply_nested_body_is_a_400(stack: tuple[Process, Process]) -> None:
         assert "nested" in str(openai_error(response)["message"]) or depth > 1000
 
 
+def _one_byte_of_500(url: str) -> socket.socket:
+    """A connection that sent a request's head and the first byte of its 500-byte body."""
+    host, port = url.removeprefix("http://").split(":")
+    conn = socket.create_connection((host, int(port)), timeout=60)
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 500\r\n"
+    conn.sendall(head + b"content-type: application/json\r\n\r\n{")
+    return conn
+
+
 def test_a_trickled_body_gets_a_408() -> None:
     with (
         sim(*FAST_ENGINE, "--model", "sim-model") as engine,
         proxy(config(engine.url, body_timeout_s=1)) as p,
     ):
-        host, port = p.url.removeprefix("http://").split(":")
-        with socket.create_connection((host, int(port)), timeout=60) as conn:
-            head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 500\r\n"
-            conn.sendall(head + b"content-type: application/json\r\n\r\n{")
+        with _one_byte_of_500(p.url) as conn:
             answer = b""
             while b'"request_timeout"' not in answer:  # the test's timeout is the backstop
                 more = conn.recv(65536)
@@ -159,6 +165,51 @@ def test_a_trickled_body_gets_a_408() -> None:
                 answer += more
         assert answer.startswith(b"HTTP/1.1 408")
         assert b'"request_timeout"' in answer
+
+
+def test_a_client_that_leaves_mid_body_is_noted_as_gone_without_a_traceback() -> None:
+    with (
+        sim(*FAST_ENGINE, "--model", "sim-model") as engine,
+        proxy(config(engine.url, body_timeout_s=60)) as p,
+    ):
+        _one_byte_of_500(p.url).close()
+        _wait_for(lambda: _decisions(p.url) != [])
+        [decision] = _decisions(p.url)
+        assert decision["error"] == "client_disconnected"
+        assert chat(p.url).status_code == 200
+        assert not [line for line in p.output if "Traceback" in line or "unexpected" in line]
+
+
+def _decisions(url: str) -> list[dict[str, object]]:
+    decisions: list[dict[str, object]] = httpx.get(url + "/admin/traffic").json()["decisions"]
+    return decisions
+
+
+def test_a_busy_keep_alive_connection_outlives_the_head_deadline() -> None:
+    """Heads that each come in time keep a connection open past header_timeout_s: the deadline
+    bounds each head's wait, not the connection's life. Each head comes a quarter of the
+    deadline after the last answer, so the connection is waiting for one whenever a deadline
+    set earlier falls due."""
+    extra = "header_timeout_s = 2"
+    with (
+        sim(*FAST_ENGINE, "--model", "sim-model") as engine,
+        proxy(config(engine.url, extra)) as p,
+        httpx.Client(base_url=p.url, limits=httpx.Limits(max_connections=1)) as client,
+    ):
+        body = {"model": "sim-model", "messages": [{"role": "user", "content": "hi"}]}
+        ports = set()
+        until = time.monotonic() + 2 * 2  # two deadlines' worth
+        while time.monotonic() < until:
+            response = client.post("/v1/chat/completions", json={**body, "max_tokens": 1})
+            assert response.status_code == 200
+            ports.add(_local_port(response))
+            time.sleep(0.5)
+        assert len(ports) == 1  # one connection served them all
+
+
+def _local_port(response: httpx.Response) -> int:
+    stream = response.extensions["network_stream"]
+    return int(stream.get_extra_info("socket").getsockname()[1])
 
 
 def test_connections_beyond_the_limit_are_turned_away_and_come_back() -> None:

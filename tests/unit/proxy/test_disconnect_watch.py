@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -68,3 +68,68 @@ async def test_a_client_that_leaves_cancels_the_work_and_the_block_ends_quietly(
 
     assert await asyncio.wait_for(request(), 10)
     assert not reached_the_end
+
+
+class Line:
+    """Stands for our uvicorn protocol as a Connection (proxy/http/connection.py)."""
+
+    def __init__(self, lost: bool = False) -> None:
+        self.lost = lost
+        self.departures: set[Callable[[], object]] = set()
+
+    def body_arrived(self) -> bool:
+        return True
+
+    def on_lost(self, departure: Callable[[], object]) -> bool:
+        if self.lost:
+            return False
+        self.departures.add(departure)
+        return True
+
+    def forget(self, departure: Callable[[], object]) -> None:
+        self.departures.discard(departure)
+
+    def lose(self) -> None:
+        self.lost = True
+        for departure in list(self.departures):
+            departure()
+
+
+async def never_read() -> dict[str, Any]:
+    raise AssertionError("told by the connection: receive() is not read")
+
+
+async def test_told_by_the_connection_a_departure_cancels_the_work_with_no_task() -> None:
+    line = Line()
+
+    async def request() -> bool:
+        async with DisconnectWatch(never_read, line) as watch:
+            asyncio.get_running_loop().call_soon(line.lose)
+            await asyncio.Event().wait()  # an engine that would never answer
+        return watch.disconnected
+
+    tasks_before = len(asyncio.all_tasks())
+    served = asyncio.get_running_loop().create_task(request())
+    await asyncio.sleep(0)
+    assert len(asyncio.all_tasks()) == tasks_before + 1  # the request's own, no watcher
+    assert await asyncio.wait_for(served, 10)
+    assert line.departures == set()
+
+
+async def test_a_connection_lost_before_the_request_was_served_cancels_it_at_once() -> None:
+    async def request() -> bool:
+        async with DisconnectWatch(never_read, Line(lost=True)) as watch:
+            await asyncio.Event().wait()
+        return watch.disconnected
+
+    assert await asyncio.wait_for(request(), 10)
+
+
+async def test_a_loss_after_the_answer_is_the_normal_end_and_nothing_is_kept() -> None:
+    line = Line()
+    async with DisconnectWatch(never_read, line) as watch:
+        watch.finish()
+        line.lose()
+        await asyncio.sleep(0)  # not cancelled: the block goes on
+    assert not watch.disconnected
+    assert line.departures == set()

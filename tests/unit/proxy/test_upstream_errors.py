@@ -11,6 +11,7 @@ import pytest
 
 from policies.model import Timeouts
 from proxy.errors import UpstreamError, UpstreamNotConnected, UpstreamTimeout, UpstreamUnavailable
+from proxy.legs.deadlines import Deadlines
 from proxy.legs.upstream import Upstream, UpstreamResponse
 
 
@@ -74,7 +75,8 @@ class Response:
 async def streamed(chunks: list[bytes], timeouts: Timeouts) -> tuple[list[bytes], UpstreamError]:
     """What a stream relayed before it failed, and how it failed."""
     response = Response(chunks)
-    answer = UpstreamResponse("engine", response, timeouts, True)  # type: ignore[arg-type]
+    deadlines = Deadlines(tick_s=0.001)
+    answer = UpstreamResponse("engine", response, timeouts, True, deadlines)  # type: ignore[arg-type]
     got: list[bytes] = []
 
     async def relay() -> None:
