@@ -8,7 +8,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, field
+from types import TracebackType
 
 from cache.store import Hit, Miss
 from policies.decide import RequestFacts, RoutingPlan, decide, route_for
@@ -149,69 +151,20 @@ class Pipeline:
         unknown caller costs no parsing."""
         return self.runtime.gate.identify(self.policy, self.keys, headers)
 
-    @contextlib.asynccontextmanager
-    async def run(
+    def run(
         self,
         request: ProxyRequest,
         record: Record,
         request_id: str,
         headers: dict[str, str],
         identity: Identity,
-    ) -> AsyncIterator[tuple[Head, AsyncIterator[bytes]]]:
+    ) -> Answering:
         """The answer to a request (its head, then its body's chunks), while the caller
-        delivers it; what happened is noted in `record` as it goes. An error before the first
-        byte is raised as an APIError. The caller's ticket and the flight are held until the
-        delivery ends, so in-flight counts and a shared answer cover the whole of it."""
-        tenant = self.policy.tenant(identity.tenant)
-        self.runtime.gate.allow_model(tenant, request.model)
-        record.note_request(identity.tenant, request.model)
-        if self.serves(request.model):  # traffic is kept per model only for models we serve
-            record.note_served(request.model)
-        if self.policy.server.log_prompts:  # written only for levels that may leave (observe.py)
-            record.prompt = question_of(request.body)
-        with self.runtime.gate.admitted(tenant, request.token_estimate) as ticket:
-            async with self._answer(request, record, request_id, headers, identity, ticket) as a:
-                yield a
-
-    @contextlib.asynccontextmanager
-    async def _answer(
-        self,
-        request: ProxyRequest,
-        record: Record,
-        request_id: str,
-        headers: dict[str, str],
-        identity: Identity,
-        ticket: Ticket,
-    ) -> AsyncIterator[tuple[Head, AsyncIterator[bytes]]]:
-        asked = await self.asked(request, headers, identity.tenant)
-        privacy, caller = asked.privacy, asked.caller
-        plan = self.plan(request, asked)
-        record.note(plan.reasons, privacy.level, privacy.reasons)
-        record.note_priority(caller.priority.name)
-        caching = self.runtime.answers.caching(
-            self.policy, request, privacy.level, caller.scope, headers.get("cache-control", "")
-        )
-        found = await self.runtime.answers.lookup(caching)
-        if isinstance(found, Hit):
-            record.note_cache(f"hit-{found.kind}", "")
-            ticket.use(0)  # nothing computed: a hit costs no tokens
-            yield self.runtime.answers.serve_hit(found, request)
-            return
-        record.note_cache(caching.plan.status, caching.plan.why)
-
-        screening = Screening()  # what the names model finds, if the request would leave
-
-        async def produce() -> Produced:  # a flight's: it belongs to no one client
-            return await self._produced(request, plan, asked, request_id, caching, found, screening)
-
-        try:
-            async with self.runtime.answers.shared(caching, produce) as (head, chunks):
-                record.note_raised(screening.raised)
-                record.note_production(head)
-                yield head, _charged(head, chunks, request, ticket, record)
-        except Exception:
-            record.note_raised(screening.raised)  # a refusal names the level that refused
-            raise
+        delivers it (`async with`); what happened is noted in `record` as it goes. An error
+        before the first byte is raised as an APIError. The caller's ticket and the flight are
+        held until the delivery ends, so in-flight counts and a shared answer cover the whole
+        of it."""
+        return Answering(self, request, record, request_id, headers, identity)
 
     async def _produced(
         self,
@@ -302,6 +255,107 @@ class Pipeline:
     def _deadline(self, request: ProxyRequest) -> float:
         route = route_for(self.policy, request.model)
         return route.deadline_s or self.policy.timeouts.total_s
+
+
+class Answering:
+    """Pipeline.run's answer. Entered: the request is admitted (its tenant's ticket), asked
+    about, planned, looked up in the cache and produced (or shared with an identical one in
+    flight). Left: the flight and the ticket are released. A class, not generator-based
+    context managers: an async generator, the loop's hooks for it and contextlib's machinery
+    cost more per request than the steps they ran."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        request: ProxyRequest,
+        record: Record,
+        request_id: str,
+        headers: dict[str, str],
+        identity: Identity,
+    ) -> None:
+        self.pipeline = pipeline
+        self.request = request
+        self.record = record
+        self.request_id = request_id
+        self.headers = headers
+        self.identity = identity
+        self.screening = Screening()  # what the names model finds, if the request would leave
+        self._admitted: AbstractContextManager[Ticket] | None = None
+        self._shared: AbstractAsyncContextManager[Produced] | None = None
+
+    async def __aenter__(self) -> Produced:
+        pipeline, request, record = self.pipeline, self.request, self.record
+        tenant = pipeline.policy.tenant(self.identity.tenant)
+        pipeline.runtime.gate.allow_model(tenant, request.model)
+        record.note_request(self.identity.tenant, request.model)
+        if pipeline.serves(request.model):  # traffic is kept per model only for models we serve
+            record.note_served(request.model)
+        if pipeline.policy.server.log_prompts:  # written only for levels that may leave
+            record.prompt = question_of(request.body)
+        admitted = pipeline.runtime.gate.admitted(tenant, request.token_estimate)
+        ticket = admitted.__enter__()
+        try:
+            answer = await self._answer(ticket)
+        except BaseException as error:
+            admitted.__exit__(type(error), error, error.__traceback__)
+            raise
+        self._admitted = admitted
+        return answer
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        try:
+            if self._shared is not None:
+                await self._shared.__aexit__(kind, error, traceback)
+                if isinstance(error, Exception):  # a refusal names the level that refused
+                    self.record.note_raised(self.screening.raised)
+        except Exception:
+            self.record.note_raised(self.screening.raised)
+            raise
+        finally:
+            if self._admitted is not None:
+                self._admitted.__exit__(kind, error, traceback)
+
+    async def _answer(self, ticket: Ticket) -> Produced:
+        pipeline, request, record = self.pipeline, self.request, self.record
+        answers = pipeline.runtime.answers
+        asked = await pipeline.asked(request, self.headers, self.identity.tenant)
+        privacy, caller = asked.privacy, asked.caller
+        plan = pipeline.plan(request, asked)
+        record.note(plan.reasons, privacy.level, privacy.reasons)
+        record.note_priority(caller.priority.name)
+        caching = answers.caching(
+            pipeline.policy,
+            request,
+            privacy.level,
+            caller.scope,
+            self.headers.get("cache-control", ""),
+        )
+        found = await answers.lookup(caching)
+        if isinstance(found, Hit):
+            record.note_cache(f"hit-{found.kind}", "")
+            ticket.use(0)  # nothing computed: a hit costs no tokens
+            return answers.serve_hit(found, request)
+        record.note_cache(caching.plan.status, caching.plan.why)
+        screening, request_id = self.screening, self.request_id
+
+        async def produce() -> Produced:  # a flight's: it belongs to no one client
+            return await pipeline._produced(
+                request, plan, asked, request_id, caching, found, screening
+            )
+
+        shared = answers.shared(caching, produce)
+        try:
+            head, chunks = await shared.__aenter__()
+        finally:
+            record.note_raised(screening.raised)
+        self._shared = shared
+        record.note_production(head)
+        return head, _charged(head, chunks, request, ticket, record)
 
 
 def _charged(
