@@ -9,8 +9,9 @@ status tells the client most, and the message names every reason.
 
 from __future__ import annotations
 
-import contextlib
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from types import TracebackType
 
 from policies.decide import RoutingPlan, Target
 from policies.model import Policy, Tenant
@@ -94,17 +95,20 @@ class Chain:
         turn: Turn | None,
     ) -> Produced:
         leg = self.legs[target.kind]
-        with contextlib.ExitStack() as held:  # released here unless the answer takes it
-            held.enter_context(leg.hold(target, trip.request))
+        held = Held(leg.hold(target, trip.request))
+        try:
             if turn is not None:
                 turn.taken()  # counted in flight: the waiting room's next may go
             elsewhere = self._open_after(later, trip.level)
             opened = await self._attempt(leg, target, trip, cleared, elsewhere)
-            answer = opened.answer
-            head = Head(target.route, answer.status, answer.headers(), answer.stream)
-            # the target is held until its body has passed (or the client left)
-            body = relayed(opened, self.breakers[target.name], self.runtime.clock, held.pop_all())
-            return head, body
+        except BaseException as error:  # released here: no answer takes it
+            held.__exit__(type(error), error, error.__traceback__)
+            raise
+        answer = opened.answer
+        head = Head(target.route, answer.status, answer.headers(), answer.stream)
+        # the target is held until its body has passed (or the client left)
+        body = relayed(opened, self.breakers[target.name], self.runtime.clock, held)
+        return head, body
 
     async def _attempt(
         self, leg: Leg, target: Target, trip: Trip, cleared: Cleared, elsewhere: bool
@@ -126,6 +130,31 @@ class Chain:
             self.legs[t.kind].may_carry(level, t) and self.breakers[t.name].would_allow(now)
             for t in later
         )
+
+
+class Held:
+    """What a target holds for a request (its in-flight count), entered now and released once:
+    by the chain if the target did not answer, else when its answer's body has passed. An
+    ExitStack's work for one context, at a fraction of its cost on every request."""
+
+    __slots__ = ("_context",)
+
+    def __init__(self, context: AbstractContextManager[object]) -> None:
+        context.__enter__()
+        self._context: AbstractContextManager[object] | None = context
+
+    def __enter__(self) -> Held:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        context, self._context = self._context, None
+        if context is not None:
+            context.__exit__(kind, error, traceback)
 
 
 def _none_answered(

@@ -38,7 +38,8 @@ class Connection(Protocol):
 
 
 def connection_of(scope: Scope) -> Connection | None:
-    ours = scope.get("extensions", {}).get(CONNECTION)
+    extensions = scope.get("extensions")
+    ours = extensions.get(CONNECTION) if extensions else None
     return cast(Connection, ours["connection"]) if ours else None
 
 

@@ -90,7 +90,8 @@ def _endpoint(endpoint: Endpoint) -> Any:
         pipeline = services.pipeline
         identity = pipeline.identify(headers)
         parsed = await read_request(request, services, endpoint)
-        return PipelineResponse(pipeline, parsed, request.state.request_id, headers, identity)
+        request_id = request.scope["state"]["request_id"]  # set by middleware.py
+        return PipelineResponse(pipeline, parsed, request_id, headers, identity)
 
     return handle
 
