@@ -52,6 +52,6 @@ def build(upstream: str) -> Starlette:
 
 
 if __name__ == "__main__":
-    server = Server(build(sys.argv[1]), "127.0.0.1", 0)
+    server = Server(build(sys.argv[1]), "127.0.0.1", 0, facts=False)  # plain uvicorn
     print(f"bare forwarder listening on {server.url}", flush=True)
     server.run()

@@ -38,16 +38,18 @@ class Server:
         max_connections: int | None = None,
         header_timeout_s: float | None = None,
         body_timeout_s: float = 30.0,
+        facts: bool = True,
     ) -> None:
         """`max_connections`: connections and requests at once, beyond which uvicorn answers
         503 at once (None: no limit). `header_timeout_s`: how long a request's head may take to
         arrive (None: for ever, as plain uvicorn); `body_timeout_s`: how long after its head a body
-        answered early is still read and dropped (not reset under the client's upload)."""
+        answered early is still read and dropped (not reset under the client's upload).
+        `facts`: tell the app what proxy/http/connection.py says (else plain uvicorn)."""
         self.sock = bind(host, port)
         self.host, self.port = self.sock.getsockname()[:2]
-        protocol = (
-            with_head_deadline(header_timeout_s, body_timeout_s) if header_timeout_s else Facts
-        )
+        protocol: type[Facts] | str = Facts if facts else "httptools"
+        if header_timeout_s:
+            protocol = with_head_deadline(header_timeout_s, body_timeout_s)
         config = uvicorn.Config(
             app,
             loop="uvloop",
