@@ -25,6 +25,12 @@ CPU time per request (with its children). A row whose engine received other than
 fails the bench. Every process it starts stops with it (LiteLLM's too).
 
     .venv/bin/python -m bench.overhead [--seconds 5] [--skip-litellm] [--rows a,b] [--tokens 8]
+                                       [--rounds 1]
+
+Every row's server is up for the whole run. With --rounds N each cell (mode, concurrency) is
+measured N times, the rows taking turns, and the round with the median CPU per request is
+reported: this machine's speed drifts by up to 2x within minutes, and rows measured one after
+the other would compare different machines.
 
 LiteLLM is installed on first use into bench/.venv-litellm (pip install 'litellm[proxy]').
 """
@@ -32,6 +38,7 @@ LiteLLM is installed on first use into bench/.venv-litellm (pip install 'litellm
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from dataclasses import dataclass
@@ -50,6 +57,8 @@ from bench.overhead_servers import (
 )
 from bench.report import plot_path, table
 from proxy.children import Child
+
+HEADERS = {"content-type": "application/json", "authorization": f"Bearer {BENCH_KEY}"}
 
 
 @dataclass(frozen=True)
@@ -92,35 +101,53 @@ class Mismatch(Exception):
     something else."""
 
 
-def measure(
-    row: Row, child: Child | None, url: str, engine: Child, seconds: int, tokens: int
-) -> list[Cell]:
-    endpoint = url + "/v1/chat/completions"
-    headers = {"content-type": "application/json", "authorization": f"Bearer {BENCH_KEY}"}
+@dataclass(frozen=True)
+class Serving:
+    """A row's server, up for the whole run (None: the row sends to its engine directly)."""
+
+    row: Row
+    child: Child | None
+    url: str
+    upstream: Child  # the simulator that must receive the row's requests
+
+
+def warm_up(serving: Serving, tokens: int) -> None:
+    endpoint = serving.url + "/v1/chat/completions"
+    row = serving.row
     warm = body(False, False).replace("Say hello", f"warm up {row.name}")
-    httpx.post(endpoint, content=warm, headers=headers, timeout=60).raise_for_status()
+    httpx.post(endpoint, content=warm, headers=HEADERS, timeout=60).raise_for_status()
     wrk(endpoint, body(False, row.distinct, tokens), 8, 1, distinct=_tag(row, "warm"))
-    cells = []
-    for stream in (False, True):
-        for concurrency in LEVELS:
-            before_cpu = cpu_seconds(child.popen.pid) if child else 0.0
-            before = settled(engine)
-            tag = _tag(row, f"{stream}-{concurrency}")
-            sent = body(stream, row.distinct, tokens)
-            load = wrk(endpoint, sent, concurrency, seconds, distinct=tag)
-            got = settled(engine) - before
-            cpu = (cpu_seconds(child.popen.pid) - before_cpu) if child else None
-            per_request = cpu / load.requests * 1000 if cpu is not None and load.requests else None
-            cell = Cell(row.name, stream, concurrency, load, per_request, got)
-            check(row, cell)
-            cells.append(cell)
-            print(
-                f"  {row.name:24} stream={stream!s:5} c={concurrency:<3} {load.rps:8.0f} req/s "
-                f"p50 {load.p50_ms:.2f} ms p99 {load.p99_ms:.2f} ms errors {load.errors} "
-                f"engine got {got}",
-                file=sys.stderr,
-            )
-    return cells
+
+
+def measure(serving: Serving, stream: bool, concurrency: int, seconds: int, tokens: int) -> Cell:
+    row, child, engine = serving.row, serving.child, serving.upstream
+    before_cpu = cpu_seconds(child.popen.pid) if child else 0.0
+    before = settled(engine)
+    tag = _tag(row, f"{stream}-{concurrency}")
+    sent = body(stream, row.distinct, tokens)
+    load = wrk(serving.url + "/v1/chat/completions", sent, concurrency, seconds, distinct=tag)
+    got = settled(engine) - before
+    cpu = (cpu_seconds(child.popen.pid) - before_cpu) if child else None
+    per_request = cpu / load.requests * 1000 if cpu is not None and load.requests else None
+    cell = Cell(row.name, stream, concurrency, load, per_request, got)
+    check(row, cell)
+    print(
+        f"  {row.name:24} stream={stream!s:5} c={concurrency:<3} {load.rps:8.0f} req/s "
+        f"p50 {load.p50_ms:.2f} ms p99 {load.p99_ms:.2f} ms errors {load.errors} "
+        f"engine got {got}" + (f" CPU {per_request:.3f} ms/req" if per_request else ""),
+        file=sys.stderr,
+    )
+    return cell
+
+
+def median_round(rounds: list[Cell]) -> Cell:
+    """The round with the median CPU per request (or, for a direct row, the median p50)."""
+    key = (
+        (lambda c: c.cpu_ms_per_request or 0.0)
+        if rounds[0].cpu_ms_per_request is not None
+        else (lambda c: c.load.p50_ms)
+    )
+    return sorted(rounds, key=key)[len(rounds) // 2]
 
 
 def _tag(row: Row, part: str) -> str:
@@ -149,6 +176,9 @@ def main() -> int:
     parser.add_argument("--skip-litellm", action="store_true")
     parser.add_argument("--rows", help="only these rows (comma-separated names)")
     parser.add_argument("--tokens", type=int, default=8, help="output tokens of every answer")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="measures of each cell, the rows taking turns"
+    )
     args = parser.parse_args()
     wanted = set(args.rows.split(",")) if args.rows else {row.name for row in ROWS}
     if args.skip_litellm:
@@ -156,27 +186,41 @@ def main() -> int:
     rows = [row for row in ROWS if row.name in wanted]
     cells: list[Cell] = []
     tokens = args.tokens
-    with simulator(tokens=tokens) as engine, simulator("cloud", tokens) as cloud:
-        for row in rows:
-            cells += run_row(row, engine, cloud, args.seconds, tokens)
+    with (
+        simulator(tokens=tokens) as engine,
+        simulator("cloud", tokens) as cloud,
+        contextlib.ExitStack() as servers,
+    ):
+        up = [serve(row, engine, cloud, servers) for row in rows]
+        for serving in up:
+            warm_up(serving, tokens)
+        for stream in (False, True):
+            for concurrency in LEVELS:
+                rounds: dict[str, list[Cell]] = {row.name: [] for row in rows}
+                for _ in range(args.rounds):  # a drift in the machine's speed slows every row
+                    for serving in up:
+                        cell = measure(serving, stream, concurrency, args.seconds, tokens)
+                        rounds[serving.row.name].append(cell)
+                cells += [median_round(measured) for measured in rounds.values()]
+    cells.sort(key=lambda c: [row.name for row in rows].index(c.server))
     print(report(cells, rows))
     plot(cells)
     return 0
 
 
-def run_row(row: Row, engine: Child, cloud: Child, seconds: int, tokens: int) -> list[Cell]:
-    """Starts the row's server (if any), measures it, stops it."""
+def serve(row: Row, engine: Child, cloud: Child, servers: contextlib.ExitStack) -> Serving:
+    """Starts the row's server (if any), stopped with `servers`."""
     upstream = cloud if row.name.startswith(("cloud", "overspill cloud")) else engine
     if row.name in ("direct", "cloud direct"):
-        return measure(row, None, upstream.url, upstream, seconds, tokens)
+        return Serving(row, None, upstream.url, upstream)
     if row.name.endswith("bare forwarder"):
         server = bare(upstream.url)
     elif row.name == "litellm proxy":
         server = litellm(upstream.url)
     else:
         server = overspill(row.name.removeprefix("overspill "), upstream.url)
-    with server as child:
-        return measure(row, child, child.url, upstream, seconds, tokens)
+    child = servers.enter_context(server)
+    return Serving(row, child, child.url, upstream)
 
 
 def report(cells: list[Cell], measured: list[Row]) -> str:
