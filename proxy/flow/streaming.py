@@ -3,7 +3,10 @@
 The cache keeps every answer in the non-streamed form. A stream is assembled from its SSE chunks
 once it has ended well (`data: [DONE]`, no error event); a cached answer is replayed to a
 streaming client as chunks of the same shape an engine sends: a role chunk, the text in pieces,
-the finish reason, the usage when `stream_options.include_usage` asks for it, then `[DONE]`.
+each tool call (its name, then its arguments in pieces), the finish reason with the choice's
+logprobs, the usage when `stream_options.include_usage` asks for it, then `[DONE]`. A client
+that adds the chunks up gets the whole answer back: text, tool calls, logprobs, finish reason
+and usage. Only the legacy `function_call` is not rebuilt: such an answer is not cached.
 """
 
 from __future__ import annotations
@@ -56,7 +59,10 @@ def assemble(chunks: list[bytes]) -> bytes | None:
 def _merge(into: dict[str, Any], choice: dict[str, Any]) -> bool:
     delta = choice.get("delta")
     if isinstance(delta, dict):
-        if delta.get("tool_calls") or delta.get("function_call"):
+        if delta.get("function_call"):
+            return False
+        calls = delta.get("tool_calls") or []
+        if not isinstance(calls, list) or not all(_merge_call(into, call) for call in calls):
             return False
         into["content"] = into.get("content", "") + (delta.get("content") or "")
         into["role"] = delta.get("role") or into.get("role", "assistant")
@@ -68,6 +74,28 @@ def _merge(into: dict[str, Any], choice: dict[str, Any]) -> bool:
         into["text"] = into.get("text", "") + (choice.get("text") or "")
     if choice.get("finish_reason"):
         into["finish_reason"] = choice["finish_reason"]
+    logprobs = choice.get("logprobs")
+    if isinstance(logprobs, dict):
+        merged = into.setdefault("logprobs", {})
+        for key, value in logprobs.items():
+            if isinstance(value, list):  # token by token: added up
+                merged[key] = (merged.get(key) or []) + value
+            else:
+                merged.setdefault(key, value)
+    return True
+
+
+def _merge_call(into: dict[str, Any], call: Any) -> bool:
+    """A tool call's delta: its id, type and name come once, its arguments in pieces."""
+    if not isinstance(call, dict) or not isinstance(call.get("function") or {}, dict):
+        return False
+    blank = {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+    kept = into.setdefault("tool_calls", {}).setdefault(call.get("index", 0), blank)
+    kept["id"] = call.get("id") or kept["id"]
+    kept["type"] = call.get("type") or kept["type"]
+    function = call.get("function") or {}
+    kept["function"]["name"] += function.get("name") or ""
+    kept["function"]["arguments"] += function.get("arguments") or ""
     return True
 
 
@@ -80,11 +108,16 @@ def _completion(head: dict[str, Any], choices: dict[int, dict[str, Any]]) -> dic
             message = {"role": parts.get("role", "assistant"), "content": parts.get("content", "")}
             if "reasoning_content" in parts:
                 message["reasoning_content"] = parts["reasoning_content"]
-            rendered.append({"index": index, "message": message, "finish_reason": finish})
+            if "tool_calls" in parts:
+                calls = parts["tool_calls"]
+                message["tool_calls"] = [calls[i] for i in sorted(calls)]
+                message["content"] = message["content"] or None  # as engines say it
+            choice = {"index": index, "message": message, "finish_reason": finish}
         else:
-            rendered.append(
-                {"index": index, "text": parts.get("text", ""), "finish_reason": finish}
-            )
+            choice = {"index": index, "text": parts.get("text", ""), "finish_reason": finish}
+        if "logprobs" in parts:
+            choice["logprobs"] = parts["logprobs"]
+        rendered.append(choice)
     completion = {
         "id": head.get("id", ""),
         "object": "chat.completion" if chat else "text_completion",
@@ -126,6 +159,7 @@ def replay(completion: dict[str, Any], include_usage: bool) -> list[bytes]:
                 {"reasoning_content": p} for p in _pieces(message.get("reasoning_content") or "")
             ]
             pieces += [{"content": p} for p in _pieces(text)]
+            pieces += _call_deltas(message.get("tool_calls") or [])
             chunks += [
                 _chunk(base, {"index": index, "delta": d, "finish_reason": None}) for d in pieces
             ]
@@ -136,12 +170,35 @@ def replay(completion: dict[str, Any], include_usage: bool) -> list[bytes]:
                 for p in _pieces(choice.get("text") or "")
             ]
             last = {"index": index, "text": "", "finish_reason": choice.get("finish_reason")}
+        if isinstance(choice.get("logprobs"), dict):  # all of them, with the finish reason
+            last["logprobs"] = choice["logprobs"]
         chunks.append(_chunk(base, last))
     if include_usage and completion.get("usage"):
         usage = {**base, "choices": [], "usage": completion["usage"]}
         chunks.append(b"data: " + orjson.dumps(usage) + b"\n\n")
     chunks.append(DONE)
     return chunks
+
+
+def _call_deltas(calls: list[Any]) -> list[dict[str, Any]]:
+    """Each tool call as engines stream it: its id, type and name, then its arguments in
+    pieces."""
+    deltas: list[dict[str, Any]] = []
+    for index, call in enumerate(calls):
+        function = call.get("function") or {}
+        named = {"name": function.get("name", ""), "arguments": ""}
+        opening = {
+            "index": index,
+            "id": call.get("id"),
+            "type": call.get("type"),
+            "function": named,
+        }
+        deltas.append({"tool_calls": [opening]})
+        deltas += [
+            {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+            for piece in _pieces(function.get("arguments") or "")
+        ]
+    return deltas
 
 
 def _pieces(text: str) -> list[str]:

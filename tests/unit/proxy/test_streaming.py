@@ -227,24 +227,94 @@ def test_an_error_event_at_the_end_is_not_assembled() -> None:
     assert assemble([*vllm_stream()[:3], error, DONE]) is None
 
 
-@pytest.mark.parametrize("field", ["tool_calls", "function_call"])
-def test_a_stream_with_tool_calls_is_not_assembled(field: str) -> None:
-    call: Any = [
-        {
-            "index": 0,
-            "id": "call_1",
-            "type": "function",
-            "function": {"name": "weather", "arguments": "{}"},
-        }
-    ]
-    if field == "function_call":
-        call = {"name": "weather", "arguments": "{}"}
+def test_a_stream_with_a_legacy_function_call_is_not_assembled() -> None:
+    call = {"name": "weather", "arguments": "{}"}
     chunks = [
-        chunk([delta(None, role="assistant", **{field: call})]),
-        chunk([delta(None, "tool_calls")]),
+        chunk([delta(None, role="assistant", function_call=call)]),
+        chunk([delta(None, "function_call")]),
         DONE,
     ]
     assert assemble(chunks) is None
+
+
+WEATHER = {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": ""}}
+
+
+def test_a_stream_with_tool_calls_assembles_into_the_non_streamed_answer() -> None:
+    """As OpenAI and vLLM stream them: the call's id, type and name first, then its arguments
+    in pieces; a second call by its own index."""
+
+    def call(index: int, **fields: Any) -> dict[str, Any]:
+        return delta(None, tool_calls=[{"index": index, **fields}])
+
+    chunks = [
+        chunk([delta(None, role="assistant")]),
+        chunk([call(0, **WEATHER)]),
+        chunk([call(0, function={"arguments": '{"city": '})]),
+        chunk([call(0, function={"arguments": '"Paris"}'})]),
+        chunk([call(1, id="call_2", type="function", function={"name": "time"})]),
+        chunk([call(1, function={"arguments": "{}"})]),
+        chunk([delta(None, "tool_calls")]),
+        chunk([], usage=USAGE),
+        DONE,
+    ]
+    got = assembled(chunks)
+    [choice] = got["choices"]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {**WEATHER, "function": {"name": "weather", "arguments": '{"city": "Paris"}'}},
+            {"id": "call_2", "type": "function", "function": {"name": "time", "arguments": "{}"}},
+        ],
+    }
+    assert got["usage"] == USAGE
+
+
+TOKENS = [
+    {"token": "Par", "logprob": -0.1, "bytes": [80, 97, 114], "top_logprobs": []},
+    {"token": "is", "logprob": -0.01, "bytes": [105, 115], "top_logprobs": []},
+]
+
+
+def test_a_whole_answer_with_tool_calls_and_logprobs_comes_back_field_by_field() -> None:
+    """A cached answer replayed to a streaming client adds up to the very answer: text, tool
+    calls, logprobs, finish reason and usage."""
+    original = completion("Paris", usage=USAGE)
+    arguments = '{"city": "Paris", "days": [1, 2, 3], "note": "' + "long " * 40 + '"}'
+    calls = [{**WEATHER, "function": {"name": "weather", "arguments": arguments}}]
+    original["choices"][0]["message"]["tool_calls"] = calls
+    original["choices"][0]["finish_reason"] = "tool_calls"
+    original["choices"][0]["logprobs"] = {"content": TOKENS, "refusal": None}
+    back = assembled(replay(original, include_usage=True))
+    [choice], [expected] = back["choices"], original["choices"]
+    assert choice["message"]["content"] == expected["message"]["content"]
+    assert choice["message"]["tool_calls"] == expected["message"]["tool_calls"]
+    assert choice["logprobs"] == expected["logprobs"]
+    assert choice["finish_reason"] == expected["finish_reason"]
+    assert back["usage"] == original["usage"]
+    assert back == original
+
+
+def test_a_tool_call_without_text_round_trips_with_no_content() -> None:
+    original = completion("")
+    original["choices"][0]["message"] = {"role": "assistant", "content": None, "tool_calls": []}
+    original["choices"][0]["message"]["tool_calls"] = [
+        {**WEATHER, "function": {"name": "weather", "arguments": "{}"}}
+    ]
+    assert assembled(replay(original, include_usage=False)) == original
+
+
+def test_a_text_completion_with_logprobs_round_trips() -> None:
+    original = completion("Paris", "text_completion")
+    original["choices"][0]["logprobs"] = {
+        "tokens": ["Par", "is"],
+        "token_logprobs": [-0.1, -0.01],
+        "top_logprobs": [None, None],
+        "text_offset": [0, 3],
+    }
+    assert assembled(replay(original, include_usage=False)) == original
 
 
 def test_a_data_event_that_is_not_json_is_not_assembled() -> None:
