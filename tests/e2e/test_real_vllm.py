@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -172,10 +173,12 @@ def settled_at(p: Process, held: dict[str, int]) -> None:
         done = sum(reading.in_flight.values()) <= sum(held.values()) and not reading.queued
         return reading if done else None
 
+    began = time.monotonic()
     reading = wait_until(settled, f"no more than {held} in flight, no queue read")
     assert reading is not None
     if reading.in_flight != held or not reading.healthy:
-        raise StreamEnded(f"expected {held} held, read {reading}")
+        waited = time.monotonic() - began
+        raise StreamEnded(f"expected {held} held, read {reading} after {waited:.1f} s")
 
 
 def route_while(p: Process, held: dict[str, int]) -> str:
