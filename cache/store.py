@@ -7,7 +7,8 @@ and in bytes: past either, the least recently used entry of any scope goes. Sema
 only among entries of the same context (scope, parameters, every message but the last user one)
 and a similar question is served only if the guard finds nothing critical that differs ("5 miles"
 vs "50 miles"). Lookups and inserts run on the event loop; the embedding runs in the embedder's
-thread, and a search in a large index moves to a worker thread.
+thread, and a large index is rebuilt in a worker thread (cache/index.py: search and eviction
+cost the same at any size).
 
 The fast embedder (int8) places a similarity within a known margin of the reference model's: the
 export measures how far it strays on the CPU that serves, and `referee_margin` adds headroom. A
@@ -29,14 +30,13 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from cache.guard import conflict
-from cache.index import Vector, VectorIndex
+from cache.index import EXACT_UP_TO, Build, Vector, VectorIndex
 from cache.keys import CacheKeys
 from policies.model import CacheRule
 
 log = logging.getLogger("overspill")
 
 CANDIDATES = 4  # nearest entries checked by the guard before giving up
-INLINE_SEARCH = 4096  # a flat search over fewer vectors takes well under 0.1 ms: no thread hop
 # The margin of a fast model nothing was measured of yet: cosines and thresholds lie within
 # [-1, 1], so a band this wide hands every similarity to the referee. (The cache places none
 # before the fast model is loaded, and what was measured of it is read with it.)
@@ -167,6 +167,7 @@ class AnswerCache:
     stats: CacheStats = field(default_factory=CacheStats)
     referee: Referee | None = None  # None: the embedder is the reference
     bounds: CacheBounds = CacheBounds()
+    exact_up_to: int = EXACT_UP_TO  # vectors a context's index holds before it is approximate
 
     def __post_init__(self) -> None:
         self._scopes: dict[str, OrderedDict[str, Entry]] = {}
@@ -178,6 +179,7 @@ class AnswerCache:
         self._bytes = 0  # sum of the entries' footprints
         self._reference: dict[int, Vector] = {}  # entries' reference vectors, once needed
         self._ids = itertools.count(1)
+        self._builds: set[asyncio.Task[None]] = set()  # indexes being built in worker threads
         self.changes = 0  # how many times entries were added or dropped: is a save due?
 
     def __len__(self) -> int:
@@ -216,10 +218,8 @@ class AnswerCache:
         index = self._contexts.get(keys.context or "")
         if index is None:
             return ""
-        if len(index) <= INLINE_SEARCH:
-            nearest = index.search(vector, CANDIDATES)
-        else:
-            nearest = await asyncio.to_thread(index.search, vector, CANDIDATES)
+        nearest = index.search(vector, CANDIDATES)  # ~0.1-0.3 ms at any size (cache/index.py)
+        self._maintain(keys.context or "", index)
         question = _Question(keys.query or "")
         margin = self.referee.margin() if self.referee else 0.0
         refused = ""
@@ -334,9 +334,52 @@ class AnswerCache:
         if entry.vector is not None and entry.keys.context is not None:
             index = self._contexts.get(entry.keys.context)
             if index is None:
-                index = self._contexts[entry.keys.context] = VectorIndex(len(entry.vector))
+                index = VectorIndex(len(entry.vector), self.exact_up_to)
+                self._contexts[entry.keys.context] = index
             index.add(entry.ident, entry.vector)
+            self._maintain(entry.keys.context, index)
         return True
+
+    @property
+    def building(self) -> int:
+        """Indexes being built in worker threads now."""
+        return len(self._builds)
+
+    @property
+    def approximate(self) -> int:
+        """Contexts whose index is an inverted file (cache/index.py)."""
+        return sum(index.approximate for index in self._contexts.values())
+
+    async def built(self) -> None:
+        """Wait for the indexes being built in worker threads."""
+        while self._builds:
+            await asyncio.gather(*self._builds)
+
+    def _maintain(self, context: str, index: VectorIndex) -> None:
+        """Start building the context's index anew in a worker thread when it is due (never
+        outside the event loop: a cache restored before it runs builds at its first use)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        build = index.build_due()
+        if build is not None:
+            task = loop.create_task(self._build(context, index, build))
+            self._builds.add(task)
+            task.add_done_callback(self._builds.discard)
+
+    async def _build(self, context: str, index: VectorIndex, build: Build) -> None:
+        installed = False
+        try:
+            built = await asyncio.to_thread(build.run)
+            if self._contexts.get(context) is index:  # not emptied and dropped meanwhile
+                index.install(built)
+                installed = True
+        except Exception:  # the exact or older structure goes on answering
+            log.exception("cache: building an index of %d questions failed", len(build.ids))
+        finally:
+            if not installed:
+                index.abandon()
 
     def entries(self) -> list[Entry]:
         """Every live entry, least recently used first (to save them): restored in this order,

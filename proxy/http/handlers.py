@@ -195,6 +195,8 @@ def _cache_status(services: Services) -> dict[str, Any]:
         "enabled": services.policy.cache.enabled,
         "entries": len(answers.cache),
         "searchable": answers.cache.searchable,
+        "indexes_approximate": answers.cache.approximate,
+        "indexes_building": answers.cache.building,
         # Loaded on the first semantic lookup; until the referee is, borderline ones are misses.
         "embedder_ready": bool(answers.embedder and answers.embedder.ready),
         "referee_ready": answers.referee.embeds.ready if answers.referee else None,

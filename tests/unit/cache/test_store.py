@@ -489,6 +489,42 @@ async def test_evicted_vectors_do_not_crowd_out_the_live_ones(clock: Clock) -> N
     assert found.answer == answer(PARAPHRASE)
 
 
+async def test_a_growing_context_is_searched_while_and_after_its_index_is_rebuilt(
+    clock: Clock,
+) -> None:
+    """Past `exact_up_to` vectors the context's index is rebuilt as an inverted file in a worker
+    thread; lookups go on meanwhile, and entries stored or evicted during the build are found
+    or not as they should be once it is installed."""
+    names = [f"Tell me about the {word} river" for word in WORDS]
+    rng = np.random.default_rng(5)
+    vectors = {name: unit(*rng.standard_normal(8)) for name in names}
+    asked = {
+        f"Please tell me about the {w} river": vectors[n] for w, n in zip(WORDS, names, strict=True)
+    }
+    cache = AnswerCache(FakeEmbedder({**vectors, **asked}), clock, exact_up_to=16)
+    rule = CacheRule(max_entries=len(names) - 1)
+    for name in names[:17]:
+        await insert(cache, name, rule)
+    assert cache._builds  # the 17th started a build
+    for name in names[17:]:  # while it runs; the last one evicts the first
+        await insert(cache, name, rule)
+    await cache.built()
+    assert cache._contexts[keys(names[1]).context or ""].approximate
+    for question, name in zip(asked, names, strict=True):
+        found = await cache.lookup(keys(question), rule, semantic=True)
+        if name == names[0]:
+            assert isinstance(found, Miss)
+        else:
+            assert isinstance(found, Hit), question
+            assert found.answer == answer(name)
+
+
+WORDS = (
+    "Nile Amazon Danube Rhine Volga Thames Seine Loire Elbe Oder Vistula Tagus Ebro Po Tiber "
+    "Indus Ganges Mekong Yangtze Niger Congo Zambezi Orinoco Parana Yukon Hudson Ohio Missouri"
+).split()
+
+
 async def test_swept_vectors_do_not_crowd_out_the_live_ones(clock: Clock) -> None:
     cache = AnswerCache(crowded(), clock)
     await insert(cache, PARAPHRASE, CacheRule(ttl_s=1000))

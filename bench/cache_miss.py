@@ -1,0 +1,414 @@
+"""What a semantic-cache miss costs through the real proxy, with the cache already holding 0,
+10,000 or 100,000 answers (issue 18: a miss must cost the same whatever the cache holds).
+
+For each size, two proxies in front of one fast simulator, identical but for `semantic`: one
+looks every request up in a cache preloaded with that many answers (the file a proxy saves and
+reloads), the other has the exact layer only. The requests are temperature-0 questions nobody
+asked before (templated across ten domains, disjoint from the stored ones), so nearly all are
+semantic misses, as a new user's traffic would be.
+
+- concurrency 1: the two proxies take turns, request by request; the difference of their p50s
+  and of their CPU per request is what a miss adds;
+- concurrency 64, for --seconds each: misses answered per second, and CPU per request;
+- what the cache did: lookups settled by the reference model (the "referee"), semantic hits,
+  whether the index had become approximate; the proxy's RSS, in MB per 10,000 entries;
+- proof of what was measured: the engine received exactly the requests the proxies forwarded,
+  and the cached proxy counted a miss for each (or a hit, reported).
+
+    .venv/bin/python -m bench.cache_miss [--entries 0,10000,100000] [--seconds 15] [--requests 300]
+
+The stored questions are embedded once with the serving encoder and kept under
+~/.cache/overspill/bench (100,000 take a few minutes on 2 cores the first time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import hashlib
+import json
+import multiprocessing
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import numpy as np
+
+from bench.cache_e2e import body, pct
+from bench.loadgen import cpu_seconds
+from bench.question_bank import split
+from bench.report import plot_path, table
+from proxy.children import Child, overspill_command, started
+from proxy.home import overspill_home
+
+ENGINE = (
+    *("--decode-base-ms", "1", "--prefill-ms-per-token", "0.001"),
+    *("--model", "m", "--max-seqs", "256"),
+)
+
+# --- the cache file --------------------------------------------------------------------------
+
+
+def embedded(texts: Sequence[str]) -> np.ndarray:
+    """The serving encoder's vectors, computed once (in two processes) and kept on disk."""
+    digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
+    path = overspill_home() / "bench" / f"cache-miss-{len(texts)}-{digest}.npy"
+    if path.exists():
+        stored: np.ndarray = np.load(path)
+        return stored
+    print(f"embedding {len(texts):,} stored questions (once; kept in {path})", flush=True)
+    halves = [list(texts[: len(texts) // 2]), list(texts[len(texts) // 2 :])]
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        vectors = np.concatenate(pool.map(_encode, halves))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, vectors)
+    return vectors
+
+
+def _encode(texts: list[str]) -> np.ndarray:
+    from cache.embedder import load_encoder
+
+    encoder = load_encoder("onnx", overspill_home())
+    return np.concatenate([encoder.encode(texts[i : i + 256]) for i in range(0, len(texts), 256)])
+
+
+def write_cache(path: Path, probe: dict[str, object], texts: Sequence[str]) -> None:
+    """`texts` stored in the probe's scope and context, as a saved cache file would hold them."""
+    vectors = embedded(texts) if texts else np.empty((0, 384), dtype=np.float32)
+    with open(path, "wb") as out:
+        out.write(b"overspill-cache 1\n")
+        for text, vector in zip(texts, vectors, strict=True):
+            record = {
+                **probe,
+                "exact": hashlib.sha256(b"bench " + text.encode()).hexdigest(),
+                "query": text,
+                "vector": base64.b64encode(vector.astype(np.float32).tobytes()).decode(),
+            }
+            out.write(json.dumps(record).encode() + b"\n")
+
+
+def probe_record(engine: str, folder: Path) -> dict[str, object]:
+    """One answer stored and saved by a real proxy: its scope, context, answer and times are
+    what every preloaded entry gets (only the question, its key and its vector differ)."""
+    path = folder / "probe.cache"
+    with proxy(engine, True, path) as child:
+        asyncio.run(_one(child.url, "What is a probe?"))
+    lines = path.read_bytes().splitlines()
+    record: dict[str, object] = json.loads(lines[-1])
+    return {key: record[key] for key in ("scope", "context", "answer", "created", "expires")}
+
+
+async def _one(url: str, text: str) -> None:
+    async with aiohttp.ClientSession() as session:
+        await timed(session, url, text)
+
+
+# --- the proxies -----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def proxy(engine: str, semantic: bool, cache_file: Path | None = None) -> Iterator[Child]:
+    path_line = f'path = "{cache_file}"\nsave_interval_s = 3600\n' if cache_file else ""
+    config = (
+        f'[[backends]]\nname = "local"\nkind = "vllm"\nurl = "{engine}"\n'
+        '[server]\nlog_level = "warning"\n'
+        f"[cache]\nsemantic = {str(semantic).lower()}\nttl_s = 86400\n"
+        "max_entries = 200000\nmax_total_entries = 200000\nmax_bytes = 1073741824\n" + path_line
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "overspill.toml"
+        path.write_text(config)
+        command = overspill_command("serve", "--config", str(path), "--port", "0")
+        with started(command, timeout=300) as child:
+            yield child
+
+
+async def timed(session: aiohttp.ClientSession, url: str, text: str) -> tuple[float, str]:
+    start = time.perf_counter()
+    async with session.post(url + "/v1/chat/completions", json=body(text)) as response:
+        await response.read()
+        if response.status != 200:
+            raise RuntimeError(f"{url}: {response.status}")
+        return time.perf_counter() - start, response.headers.get("x-overspill-cache", "")
+
+
+async def get_json(session: aiohttp.ClientSession, url: str) -> dict[str, object]:
+    async with session.get(url) as response:
+        result: dict[str, object] = await response.json()
+        return result
+
+
+async def cache_status(session: aiohttp.ClientSession, url: str) -> dict[str, int]:
+    return (await get_json(session, url + "/admin/status"))["cache"]  # type: ignore[return-value]
+
+
+async def engine_requests(session: aiohttp.ClientSession, engine: str) -> float:
+    async with session.get(engine + "/metrics") as response:
+        text = await response.text()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("vllm:request_success_total{")
+    )
+
+
+async def ready(session: aiohttp.ClientSession, url: str, entries: int) -> None:
+    """Loaded, the models warm, and the index built (a lookup starts its build)."""
+    await timed(session, url, "How do I warm up a model?")
+    for _ in range(6000):
+        cache = await cache_status(session, url)
+        if (
+            cache["searchable"] >= entries
+            and cache["referee_ready"] is not False
+            and not cache.get("indexes_building")
+        ):
+            return
+        await asyncio.sleep(0.05)
+    raise RuntimeError(f"{url}: the cache did not become ready")
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+# --- the measurements ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    entries: int
+    p50_ms: tuple[float, float]  # (semantic, exact only), concurrency 1
+    p99_ms: tuple[float, float]
+    cpu_ms: tuple[float, float]  # per request, concurrency 1
+    rate: tuple[float, float]  # requests/s at concurrency 64
+    cpu64_ms: tuple[float, float]  # per request at concurrency 64
+    misses: int  # of the cached proxy's requests (the others were semantic hits)
+    requests: int
+    refereed: float  # share of its lookups the reference model settled
+    approximate: bool
+    rss_mb: tuple[float, float]
+
+    @property
+    def added_p50_ms(self) -> float:
+        return self.p50_ms[0] - self.p50_ms[1]
+
+    @property
+    def added_cpu_ms(self) -> float:
+        return self.cpu_ms[0] - self.cpu_ms[1]
+
+
+async def alternate(
+    urls: tuple[str, str], pids: tuple[int, int], asked: list[str]
+) -> tuple[list[list[float]], list[float], dict[str, int]]:
+    """Both proxies, request by request: latencies, CPU per request, the cached one's statuses."""
+    latencies: list[list[float]] = [[], []]
+    statuses: dict[str, int] = {}
+    async with aiohttp.ClientSession() as session:
+        before = [cpu_seconds(pid) for pid in pids]
+        for text in asked:
+            for side, url in enumerate(urls):
+                seconds, status = await timed(session, url, text)
+                latencies[side].append(seconds)
+                if side == 0:
+                    statuses[status] = statuses.get(status, 0) + 1
+        cpu = [
+            (cpu_seconds(pid) - start) / len(asked) for pid, start in zip(pids, before, strict=True)
+        ]
+    return latencies, cpu, statuses
+
+
+async def flood(
+    url: str, pid: int, asked: list[str], seconds: float, concurrency: int = 64
+) -> tuple[float, float, dict[str, int]]:
+    """Requests/s and CPU per request at `concurrency`, each request a question not yet asked."""
+    questions = iter(asked)
+    statuses: dict[str, int] = {}
+    done = 0
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        end = time.perf_counter() + seconds
+
+        async def client() -> None:
+            nonlocal done
+            for text in questions:
+                if time.perf_counter() >= end:
+                    return
+                _, status = await timed(session, url, text)
+                statuses[status] = statuses.get(status, 0) + 1
+                done += 1
+
+        cpu, start = cpu_seconds(pid), time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - start
+        cpu = cpu_seconds(pid) - cpu
+    if done and next(questions, None) is None:
+        print(f"  ({url}: ran out of questions after {done:,})", file=sys.stderr)
+    return done / elapsed, cpu / max(done, 1), statuses
+
+
+async def measure_size(
+    engine: str,
+    cached: Child,
+    plain: Child,
+    entries: int,
+    asked: list[str],
+    args: argparse.Namespace,
+) -> Row:
+    urls = (cached.url, plain.url)
+    pids = (cached.popen.pid, plain.popen.pid)
+    one, rest = asked[: args.requests], asked[args.requests :]
+    half = len(rest) // 2
+    async with aiohttp.ClientSession() as session:
+        await ready(session, cached.url, entries)
+        await timed(session, plain.url, "How do I warm up a model?")
+        status0 = await cache_status(session, cached.url)
+        served0 = await engine_requests(session, engine)
+    latencies, cpu, statuses = await alternate(urls, pids, one)
+    rate_c, cpu64_c, flood_statuses = await flood(cached.url, pids[0], rest[:half], args.seconds)
+    rate_p, cpu64_p, plain_statuses = await flood(plain.url, pids[1], rest[half:], args.seconds)
+    async with aiohttp.ClientSession() as session:
+        status1 = await cache_status(session, cached.url)
+        served = await engine_requests(session, engine) - served0
+    for name, count in flood_statuses.items():
+        statuses[name] = statuses.get(name, 0) + count
+    requests, misses = sum(statuses.values()), statuses.get("miss", 0)
+    plain_requests = len(one) + sum(plain_statuses.values())
+    # proof: the cached proxy looked every request up, and the engine received exactly its
+    # misses and every request of the exact-only one (distinct questions: none coalesced)
+    lookups = sum(status1[k] - status0[k] for k in ("misses", "hits_semantic", "hits_exact"))
+    assert lookups == requests, f"the cache counted {lookups} lookups for {requests} requests"
+    assert served == misses + plain_requests, (
+        f"engine: {served}, forwarded {misses}+{plain_requests}"
+    )
+    refereed = (status1["refereed"] - status0["refereed"]) / max(lookups, 1)
+    return Row(
+        entries,
+        (pct(latencies[0], 0.5), pct(latencies[1], 0.5)),
+        (pct(latencies[0], 0.99), pct(latencies[1], 0.99)),
+        (1000 * cpu[0], 1000 * cpu[1]),
+        (rate_c, rate_p),
+        (1000 * cpu64_c, 1000 * cpu64_p),
+        misses,
+        requests,
+        refereed,
+        bool(status1.get("indexes_approximate")),
+        (rss_mb(pids[0]), rss_mb(pids[1])),
+    )
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    sizes = [int(n) for n in args.entries.split(",")]
+    asked_count = args.requests + int(args.seconds * 500)  # 250/s for each proxy
+    rows = []
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        started(overspill_command("sim", "--port", "0", *ENGINE)) as engine,
+    ):
+        probe = probe_record(engine.url, Path(folder))
+        for entries in sizes:
+            stored, asked = split(entries, asked_count)
+            path = Path(folder) / f"preloaded-{entries}.cache"
+            write_cache(path, probe, stored)
+            print(f"{entries:,} entries: measuring", flush=True)
+            with proxy(engine.url, True, path) as cached, proxy(engine.url, False) as plain:
+                rows.append(
+                    asyncio.run(measure_size(engine.url, cached, plain, entries, asked, args))
+                )
+            print(report([rows[-1]]), flush=True)
+    return rows
+
+
+def report(rows: list[Row]) -> str:
+    headers = (
+        "entries",
+        "miss p50 ms",
+        "exact-only p50",
+        "added p50",
+        "added p99",
+        "CPU/miss ms",
+        "exact-only CPU",
+        "added CPU",
+        "misses/s c=64",
+        "exact-only req/s",
+        "CPU/miss c=64",
+        "refereed",
+        "misses",
+        "approximate",
+        "RSS MB",
+    )
+    return table(
+        headers,
+        [
+            (
+                r.entries,
+                r.p50_ms[0],
+                r.p50_ms[1],
+                r.added_p50_ms,
+                r.p99_ms[0] - r.p99_ms[1],
+                r.cpu_ms[0],
+                r.cpu_ms[1],
+                r.added_cpu_ms,
+                r.rate[0],
+                r.rate[1],
+                r.cpu64_ms[0],
+                f"{r.refereed:.1%}",
+                f"{r.misses}/{r.requests}",
+                r.approximate,
+                r.rss_mb[0],
+            )
+            for r in rows
+        ],
+    )
+
+
+def plot(rows: list[Row]) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r.entries:,}" for r in rows]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.bar(labels, [r.added_cpu_ms for r in rows], label="CPU")
+    left.plot(labels, [r.added_p50_ms for r in rows], "o-", color="C1", label="p50")
+    left.axhline(3, color="grey", linestyle=":", label="goal 3 ms")
+    left.set(title="what a semantic miss adds (c=1)", xlabel="entries in the cache", ylabel="ms")
+    left.legend()
+    right.bar(labels, [r.rate[0] for r in rows], label="semantic cache")
+    right.plot(labels, [r.rate[1] for r in rows], "o-", color="C1", label="exact layer only")
+    right.axhline(300, color="grey", linestyle=":", label="goal 300/s")
+    right.set(title="misses answered per second (c=64)", xlabel="entries in the cache")
+    right.legend()
+    figure.tight_layout()
+    path = plot_path("cache_miss")
+    figure.savefig(path, dpi=110)
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--entries", default="0,10000,100000")
+    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--requests", type=int, default=300, help="at concurrency 1")
+    args = parser.parse_args(argv)
+    rows = run(args)
+    print(report(rows))
+    print(f"plot: {plot(rows)}")
+    mb = [(r.rss_mb[0] - rows[0].rss_mb[0]) / (r.entries / 10_000) for r in rows if r.entries]
+    if mb:
+        print(f"RSS: {statistics.median(mb):.1f} MB per 10,000 entries over the first row")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
