@@ -87,12 +87,13 @@ def _load_onnx(home: Path, file: str) -> Encoder:
     if not complete(folder):
         rebuild(folder)
     model, tokenizer = folder / file, folder / TOKENIZER_FILE
+    batched = file == REFERENCE_FILE  # fp32: a vector does not depend on its batch-mates
     try:
-        return onnx_encoder(model, tokenizer)
+        return onnx_encoder(model, tokenizer, batched)
     except Exception as exc:  # a manifest over a damaged model: rebuilt once, not fatal
         log.warning("embedder: cached ONNX model unusable (%s); rebuilding", exc)
         rebuild(folder, damaged=True)
-        return onnx_encoder(model, tokenizer)
+        return onnx_encoder(model, tokenizer, batched)
 
 
 # --- the async front ------------------------------------------------------------------------

@@ -113,19 +113,38 @@ def source_model() -> Path:
 class OnnxEncoder:
     """ONNX Runtime (int8 or fp32) + tokenizers + numpy pooling: no torch in the process."""
 
-    def __init__(self, session: Any, tokenizer: Any) -> None:
+    def __init__(self, session: Any, tokenizer: Any, batched: bool = False) -> None:
         self._session = session
         self.tokenizer = tokenizer
+        self.batched = batched
         self.dimension: int = int(session.get_outputs()[0].shape[-1])
 
     def encode(self, texts: Sequence[str]) -> Vectors:
-        # One text per run, never a padded batch: int8 activations are quantised per tensor, so
-        # in a batch a text's vector depended on its batch-mates (cosine to its lone self down to
-        # 0.978), and on 2 cores single runs were faster per text anyway (1.6 vs 2.1 ms).
+        # int8: one text per run, never a padded batch: its activations are quantised per
+        # tensor, so in a batch a text's vector depended on its batch-mates (cosine to its lone
+        # self down to 0.978). fp32 has no such coupling (padding is masked out: cosines within
+        # 1e-6 of the lone run's), and a batch of 4-16 costs ~25% less per text.
+        if self.batched and len(texts) > 1:
+            return self._batch(texts)
         vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
         for row, text in enumerate(texts):
             vectors[row] = self._one(text)
         return vectors
+
+    def _batch(self, texts: Sequence[str]) -> Vectors:
+        encodings = self.tokenizer.encode_batch(list(texts))
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(texts), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        types = np.zeros_like(ids)
+        for row, encoding in enumerate(encodings):
+            length = len(encoding.ids)
+            ids[row, :length] = encoding.ids
+            mask[row, :length] = encoding.attention_mask
+            types[row, :length] = encoding.type_ids
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        (hidden,) = self._session.run(["last_hidden_state"], feed)
+        return normalised(mean_pooled(hidden, mask))
 
     def _one(self, text: str) -> Vectors:
         encoding = self.tokenizer.encode(text)
@@ -155,7 +174,9 @@ def normalised(vectors: Vectors) -> Vectors:
     return result
 
 
-def onnx_encoder(model: Path, tokenizer: Path) -> OnnxEncoder:
+def onnx_encoder(model: Path, tokenizer: Path, batched: bool = False) -> OnnxEncoder:
+    """`batched`: encode a batch in one padded run; only for a model whose vectors do not
+    depend on their batch-mates (fp32, not int8)."""
     import onnxruntime  # type: ignore[import-untyped]
 
     options = onnxruntime.SessionOptions()
@@ -163,7 +184,7 @@ def onnx_encoder(model: Path, tokenizer: Path) -> OnnxEncoder:
     options.inter_op_num_threads = 1
     options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
     session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
-    return OnnxEncoder(session, load_tokenizer(tokenizer))
+    return OnnxEncoder(session, load_tokenizer(tokenizer), batched)
 
 
 def load_tokenizer(path: Path) -> Any:

@@ -20,7 +20,7 @@ import pytest
 
 from cache.calibration_pairs import PAIRS as CALIBRATION
 from cache.embedder import Embedder, EmbedderClosed, load_encoder, measured_shift, referee_kind
-from cache.encoders import ONNX_DIR, EmbedderError, Encoder, Shift, Vectors
+from cache.encoders import ONNX_DIR, EmbedderError, Encoder, OnnxEncoder, Shift, Vectors
 from cache.onnx_model import measure_shift, pair_cosines
 from cache.store import UNMEASURED_MARGIN, referee_margin
 from proxy.flow.caching import embedders
@@ -369,7 +369,22 @@ def test_a_damaged_cache_is_rebuilt(home: Path, onnx: Encoder, tmp_path: Path) -
         assert cosines.min() > 0.9999, damaged.name
 
 
-@pytest.mark.parametrize("kind", ["onnx", "torch"])
+def test_the_fp32_referee_encodes_a_batch_in_one_run_as_each_text_alone(
+    reference: Encoder, onnx: Encoder
+) -> None:
+    """fp32 runs a padded batch at once (cheaper per text); int8 never does (its vectors would
+    depend on their batch-mates)."""
+    assert isinstance(reference, OnnxEncoder)
+    assert isinstance(onnx, OnnxEncoder)
+    assert reference.batched
+    assert not onnx.batched
+    texts = [SENTENCES[0], "Hi", SENTENCES[1] + " " + SENTENCES[2], SENTENCES[3]]  # lengths vary
+    together = reference.encode(texts)
+    alone = np.vstack([reference.encode([text]) for text in texts])
+    assert (together * alone).sum(axis=1).min() > 1 - 1e-6
+
+
+@pytest.mark.parametrize("kind", ["onnx", "reference", "torch"])
 async def test_concurrent_calls_are_batched_and_equal_lone_encodings(
     kind: str, request: pytest.FixtureRequest
 ) -> None:
