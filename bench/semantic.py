@@ -69,7 +69,7 @@ from cache.embedder import load_encoder
 from cache.encoders import ONNX_DIR, EncoderKind, Shift
 from cache.guard import DEFAULT_THRESHOLD, compare, conflict, features
 from cache.onnx_model import read_shift
-from cache.store import referee_margin, settled
+from cache.store import referee_band_below, referee_margin, settled
 
 KINDS: tuple[EncoderKind, ...] = ("torch", "onnx")
 
@@ -218,9 +218,10 @@ def _report_refereed(
 ) -> None:
     """The serving path (int8, refereed by fp32 near the threshold) against torch."""
     threshold, margin = DEFAULT_THRESHOLD, referee_margin(measured.max)
+    below = referee_band_below(measured.max)
     strayed = np.abs(sims["onnx"] - reference)
-    served = served_similarities(sims["onnx"], reference, threshold, margin)
-    refereed = sum(settled(float(sim), threshold, margin) is None for sim in sims["onnx"])
+    served = served_similarities(sims["onnx"], reference, threshold, margin, below)
+    refereed = sum(settled(float(s), threshold, margin, below) is None for s in sims["onnx"])
     differ = disagreements(pairs, sims["torch"], served, threshold, conflict)
     print(
         f"\nint8 vs fp32 cosine, measured by the export on {measured.pairs} calibration pairs: "
@@ -233,8 +234,8 @@ def _report_refereed(
         f"fp32 vs torch: max {np.abs(reference - sims['torch']).max():.1e}"
     )
     print(
-        f"served (int8, fp32 within ±{margin} of {threshold:.2f}) vs torch with the "
-        f"guard: {len(pairs) - len(differ)}/{len(pairs)} decisions the same; "
+        f"served (int8, fp32 from {below} below {threshold:.2f} to {margin} above) vs torch "
+        f"with the guard: {len(pairs) - len(differ)}/{len(pairs)} decisions the same; "
         f"{refereed} pairs ({refereed / len(pairs):.0%}) refereed"
     )
     for i in differ:

@@ -159,10 +159,15 @@ def disagreements(
 
 
 def served_similarities(
-    fast: Similarities, reference: Similarities, threshold: float, margin: float
+    fast: Similarities,
+    reference: Similarities,
+    threshold: float,
+    margin: float,
+    below: float | None = None,
 ) -> Similarities:
     """What the cache compares with the threshold: the fast similarity when it is clear, the
-    reference's when it is within `margin` of the threshold (cache.store's rule)."""
-    borderline = [settled(float(sim), threshold, margin) is None for sim in fast]
+    reference's when it is within `margin` above the threshold or `below` under it (cache.store's
+    rule)."""
+    borderline = [settled(float(sim), threshold, margin, below) is None for sim in fast]
     served: Similarities = np.where(borderline, reference, fast).astype(np.float32)
     return served

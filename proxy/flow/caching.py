@@ -31,6 +31,7 @@ from cache.store import (
     Hit,
     Miss,
     Referee,
+    referee_band_below,
     referee_margin,
 )
 from policies.model import CacheRule, Policy
@@ -89,7 +90,7 @@ class OnDemandEmbedder:
         self.kind, self.home = kind, home
         self._embedder: Embedder | None = None
         self._warming: asyncio.Task[Vector] | None = None
-        self._margin = UNMEASURED_MARGIN
+        self._margin = self._below = UNMEASURED_MARGIN
 
     @property
     def ready(self) -> bool:
@@ -111,21 +112,26 @@ class OnDemandEmbedder:
         what was measured of the model when it was made, so known once it is loaded."""
         return self._margin
 
+    def below(self) -> float:
+        """How far below the threshold the referee still looks (store.referee_band_below)."""
+        return self._below
+
     def _load(self) -> Encoder:
         """In the embedder's thread: the model, and what was measured of it (the model is made
         first, if it must be)."""
         encoder = load_encoder(self.kind, self.home)
         shift = measured_shift(self.kind, self.home)
         if shift is not None:
-            self._margin = referee_margin(shift.max)
+            self._margin, self._below = referee_margin(shift.max), referee_band_below(shift.max)
             log.info(
                 "embedder: %s moved a similarity by up to %.4f (p99 %.4f) from its referee's "
-                "on %d calibration pairs: the referee settles those within ±%.3f of the "
-                "threshold",
+                "on %d calibration pairs: the referee settles those from %.3f below the "
+                "threshold to %.3f above",
                 self.kind,
                 shift.max,
                 shift.p99,
                 shift.pairs,
+                self._below,
                 self._margin,
             )
         return encoder
@@ -149,7 +155,11 @@ def embedders(kind: EncoderKind, home: Path) -> tuple[OnDemandEmbedder, Referee 
     """The embedder the policy names, and the reference model that settles its borderline
     similarities when it is not the reference itself."""
     fast, refereed_by = OnDemandEmbedder(kind, home), referee_kind(kind)
-    referee = Referee(OnDemandEmbedder(refereed_by, home), fast.margin) if refereed_by else None
+    referee = (
+        Referee(OnDemandEmbedder(refereed_by, home), fast.margin, fast.below)
+        if refereed_by
+        else None
+    )
     return fast, referee
 
 

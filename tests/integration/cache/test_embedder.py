@@ -22,7 +22,7 @@ from cache.calibration_pairs import PAIRS as CALIBRATION
 from cache.embedder import Embedder, EmbedderClosed, load_encoder, measured_shift, referee_kind
 from cache.encoders import ONNX_DIR, EmbedderError, Encoder, OnnxEncoder, Shift, Vectors
 from cache.onnx_model import measure_shift, pair_cosines
-from cache.store import UNMEASURED_MARGIN, referee_margin
+from cache.store import UNMEASURED_MARGIN, referee_band_below, referee_margin
 from proxy.flow.caching import embedders
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -210,11 +210,13 @@ async def test_the_referee_margin_is_read_from_the_loaded_model(
 ) -> None:
     fast, referee = embedders("onnx", home)
     assert referee is not None
-    assert referee.margin() == UNMEASURED_MARGIN  # nothing loaded, nothing known
+    assert referee.below is not None
+    assert referee.margin() == referee.below() == UNMEASURED_MARGIN  # nothing loaded or known
     try:
         await fast.embed("warm up")
         assert referee.margin() == referee_margin(measured.max)
         assert referee.margin() > measured.max
+        assert referee.below() == referee_band_below(measured.max) >= measured.max
     finally:
         await fast.close()
     assert embedders("torch", home)[1] is None

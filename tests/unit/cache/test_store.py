@@ -25,6 +25,7 @@ from cache.store import (
     Miss,
     Referee,
     footprint,
+    referee_band_below,
     referee_margin,
     settled,
 )
@@ -666,6 +667,35 @@ def test_settled_leaves_only_the_band_around_the_threshold_to_the_referee() -> N
     assert settled(0.8499, 0.90, 0.05) is False
     assert settled(0.90, 0.90, 0.0) is True  # no referee: the threshold itself decides
     assert settled(0.8999, 0.90, 0.0) is False
+
+
+def test_below_the_threshold_the_band_can_be_narrower() -> None:
+    assert settled(0.86, 0.90, 0.073) is None
+    assert settled(0.86, 0.90, 0.073, below=0.037) is False
+    assert settled(0.864, 0.90, 0.073, below=0.037) is None
+    assert settled(0.97, 0.90, 0.073, below=0.037) is None  # above: the full margin still
+    assert settled(0.973, 0.90, 0.073, below=0.037) is True
+
+
+def test_the_band_below_is_the_measured_shift_rounded_up() -> None:
+    assert referee_band_below(0.0362) == 0.037
+    assert referee_band_below(0.036) == 0.036
+    assert referee_band_below(0.0) == 0.0
+    assert referee_band_below(0.0362) < referee_margin(0.0362)
+
+
+async def test_the_referee_is_not_asked_below_its_band_under_the_threshold() -> None:
+    """A fast similarity under the threshold by more than the shift ever measured is a miss at
+    once: the referee could only have turned it into a hit, and rarely would."""
+    far, near = "Reverse list python how?", "Reversing a list in python?"
+    fast = FakeEmbedder({**VECTORS, far: around(0.86), near: around(0.88)})
+    referee = FakeEmbedder({QUESTION: VECTORS[QUESTION], far: around(0.905), near: around(0.905)})
+    cache = AnswerCache(fast, Clock(), referee=Referee(referee, lambda: 0.05, lambda: 0.03))
+    await insert(cache, QUESTION)
+    assert isinstance(await cache.lookup(keys(far), RULE, semantic=True), Miss)
+    assert referee.calls == []
+    assert isinstance(await cache.lookup(keys(near), RULE, semantic=True), Hit)
+    assert cache.stats.refereed == 1
 
 
 @given(st.floats(min_value=0.0, max_value=0.5))
