@@ -154,14 +154,6 @@ async def _embedded(embeds: Embeds, text: str, known: Vector | None) -> Vector:
 
 
 @dataclass
-class _Question:
-    """The question looked up, with its reference vector once the referee needed it."""
-
-    text: str
-    vector: Vector | None = None
-
-
-@dataclass
 class CacheStats:
     hits_exact: int = 0
     hits_semantic: int = 0
@@ -235,67 +227,68 @@ class AnswerCache:
             return ""
         nearest = index.search(vector, CANDIDATES)  # ~0.1-0.3 ms at any size (cache/index.py)
         self._maintain(keys.context or "", index)
-        question = _Question(keys.query or "")
+        question = keys.query or ""
         margin = self.referee.margin() if self.referee else 0.0
         below = self.referee.below() if self.referee and self.referee.below else None
         refused = ""
-        for ident, fast in nearest:
+        borderline: list[tuple[Entry, float]] = []  # for the referee, nearest first
+        for ident, fast in nearest:  # most similar first: a clear one precedes any borderline
+            verdict = settled(fast, threshold, margin, below)
             entry = self._by_id.get(ident)
-            if settled(fast, threshold, margin, below) is False:
+            if verdict is False or entry is None or entry.keys.query is None:
                 continue
-            if entry is None or entry.keys.query is None or self._expired(entry):
+            if self._expired(entry):
                 continue
             # The guard first: microseconds, where the referee takes milliseconds.
-            reason = conflict(entry.keys.query, question.text)
+            reason = conflict(entry.keys.query, question)
             if reason is not None:
                 refused = refused or reason
                 self.stats.refused += 1
-                continue
-            similarity = await self._similarity(entry, fast, threshold, (margin, below), question)
-            if similarity is not None:
-                self._touch(entry)
-                return Hit("semantic", entry.answer, similarity)
-        return refused
+            elif verdict:
+                return self._served(entry, fast)
+            else:
+                borderline.append((entry, fast))
+        hit = await self._refereed(borderline, threshold, question) if borderline else None
+        return hit if hit is not None else refused
 
-    async def _similarity(
-        self,
-        entry: Entry,
-        fast: float,
-        threshold: float,
-        band: tuple[float, float | None],
-        question: _Question,
-    ) -> float | None:
-        """The similarity, when similar enough: the fast one when it is clear, else the
-        reference's."""
-        verdict = settled(fast, threshold, *band)
-        if verdict is not None or self.referee is None:
-            return fast if verdict else None
-        reference = await self._refereed(entry, question, self.referee.embeds)
-        if reference is None:
-            return None
-        if (reference >= threshold) != (fast >= threshold):
-            self.stats.overturned += 1
-        return reference if reference >= threshold else None
+    def _served(self, entry: Entry, similarity: float) -> Hit:
+        self._touch(entry)
+        return Hit("semantic", entry.answer, similarity)
 
-    async def _refereed(self, entry: Entry, question: _Question, referee: Embeds) -> float | None:
-        self.stats.refereed += 1
-        if not referee.ready:  # no hit beats a guess, or a request held while the model loads
-            referee.warm()
-            self.stats.unrefereed += 1
+    async def _refereed(
+        self, borderline: list[tuple[Entry, float]], threshold: float, question: str
+    ) -> Hit | None:
+        """The nearest of the borderline candidates that the reference model puts at or above
+        the threshold: every vector it needs in one batch (one padded fp32 run)."""
+        self.stats.refereed += len(borderline)
+        referee = self.referee.embeds if self.referee else None
+        if referee is None or not referee.ready:  # no hit beats a guess, or a request held
+            if referee is not None:  # while the model loads
+                referee.warm()
+            self.stats.unrefereed += len(borderline)
             return None
         try:
-            asked, stored = await asyncio.gather(  # one batch for the referee
-                _embedded(referee, question.text, question.vector),
-                _embedded(referee, entry.keys.query or "", self._reference.get(entry.ident)),
+            asked, *stored = await asyncio.gather(
+                referee.embed(question),
+                *(
+                    _embedded(referee, entry.keys.query or "", self._reference.get(entry.ident))
+                    for entry, _ in borderline
+                ),
             )
-            question.vector = asked
-            if self._by_id.get(entry.ident) is entry:
-                self._reference[entry.ident] = stored
         except Exception:  # a broken referee is a miss, not an error
             log.exception("cache: the reference embedder failed")
-            self.stats.unrefereed += 1
+            self.stats.unrefereed += len(borderline)
             return None
-        return float(asked @ stored)
+        for (entry, fast), vector in zip(borderline, stored, strict=True):
+            if self._by_id.get(entry.ident) is not entry:  # evicted during the wait
+                continue
+            self._reference[entry.ident] = vector
+            reference = float(asked @ vector)
+            if (reference >= threshold) != (fast >= threshold):
+                self.stats.overturned += 1
+            if reference >= threshold:
+                return self._served(entry, reference)
+        return None
 
     async def insert(
         self, keys: CacheKeys, rule: CacheRule, answer: bytes, vector: Vector | None = None

@@ -1097,3 +1097,28 @@ def test_exact_answers_are_evicted_least_recently_used_first(
             assert [e.keys.exact for e in cache.entries()] == expected
 
     asyncio.run(play())
+
+
+async def test_borderline_candidates_are_refereed_in_one_batch_nearest_confirmed_first() -> None:
+    """Two stored questions both borderline to the asked one: the referee gets the asked
+    question and both stored ones at once (one padded run in the real embedder), refuses the
+    nearer and confirms the other, which is served."""
+    nearer, other = "How can I reverse a list in Python?", "How would I reverse a list in Python?"
+    fast = FakeEmbedder({QUESTION: VECTORS[QUESTION], nearer: around(0.93), other: around(0.92)})
+    referee = FakeEmbedder(
+        {QUESTION: VECTORS[QUESTION], nearer: around(0.89), other: around(0.905, toward=2)}
+    )
+    referee.gates[QUESTION] = asyncio.Event()
+    cache = AnswerCache(fast, Clock(), referee=Referee(referee, lambda: 0.05))
+    await insert(cache, nearer)
+    await insert(cache, other)
+    lookup = asyncio.create_task(cache.lookup(keys(QUESTION), RULE, semantic=True))
+    for _ in range(20):  # the lookup runs up to the gate: no more calls come after that
+        await asyncio.sleep(0)
+    assert sorted(referee.calls) == sorted([QUESTION, nearer, other])  # all asked before any ends
+    referee.gates[QUESTION].set()
+    hit = await lookup
+    assert isinstance(hit, Hit)
+    assert hit.answer == answer(other)
+    assert hit.similarity == pytest.approx(0.905, abs=1e-6)
+    assert (cache.stats.refereed, cache.stats.overturned) == (2, 1)
