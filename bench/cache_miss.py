@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import hashlib
 import json
 import multiprocessing
@@ -35,8 +36,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import numpy as np
@@ -44,7 +46,7 @@ import numpy as np
 from bench.cache_e2e import body, pct
 from bench.loadgen import cpu_seconds
 from bench.question_bank import split
-from bench.report import plot_path, table
+from bench.report import RESULTS, plot_path, table
 from proxy.children import Child, overspill_command, started
 from proxy.home import overspill_home
 
@@ -371,28 +373,50 @@ def report(rows: list[Row]) -> str:
     )
 
 
-def plot(rows: list[Row]) -> Path:
+def plot(rows: list[Row], before: list[Row] | None) -> Path:
+    """Added CPU and misses/s by cache size; a saved earlier run (`--before`) beside it."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"{r.entries:,}" for r in rows]
+    runs = [("before", before), ("now", rows)] if before else [("", rows)]
+    width = 0.8 / len(runs)
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    left.bar(labels, [r.added_cpu_ms for r in rows], label="CPU")
-    left.plot(labels, [r.added_p50_ms for r in rows], "o-", color="C1", label="p50")
+    for i, (name, run_rows) in enumerate(runs):
+        at = [j + (i - (len(runs) - 1) / 2) * width for j in range(len(run_rows))]
+        left.bar(at, [r.added_cpu_ms for r in run_rows], width, label=f"CPU {name}".strip())
+        right.bar(at, [r.rate[0] for r in run_rows], width, label=f"semantic cache {name}".strip())
+    ticks, labels = range(len(rows)), [f"{r.entries:,}" for r in rows]
+    left.plot(ticks, [r.added_p50_ms for r in rows], "o-", color="C3", label="p50 now")
     left.axhline(3, color="grey", linestyle=":", label="goal 3 ms")
     left.set(title="what a semantic miss adds (c=1)", xlabel="entries in the cache", ylabel="ms")
-    left.legend()
-    right.bar(labels, [r.rate[0] for r in rows], label="semantic cache")
-    right.plot(labels, [r.rate[1] for r in rows], "o-", color="C1", label="exact layer only")
+    right.plot(ticks, [r.rate[1] for r in rows], "o-", color="C3", label="exact layer only")
     right.axhline(300, color="grey", linestyle=":", label="goal 300/s")
     right.set(title="misses answered per second (c=64)", xlabel="entries in the cache")
-    right.legend()
+    for axis in (left, right):
+        axis.set_xticks(list(ticks), labels)
+        axis.legend()
     figure.tight_layout()
     path = plot_path("cache_miss")
     figure.savefig(path, dpi=110)
     return path
+
+
+def save(rows: list[Row]) -> Path:
+    path = RESULTS / "cache_miss.json"
+    path.write_text(json.dumps([asdict(row) for row in rows], indent=1))
+    return path
+
+
+def load(path: Path) -> list[Row]:
+    rows = []
+    for saved in json.loads(path.read_text()):
+        values: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()
+        }
+        rows.append(Row(**{f.name: values[f.name] for f in dataclasses.fields(Row)}))
+    return rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -400,10 +424,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--entries", default="0,10000,100000")
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--requests", type=int, default=300, help="at concurrency 1")
+    parser.add_argument("--before", type=Path, help="a saved run (cache_miss.json) to plot beside")
     args = parser.parse_args(argv)
+    before = load(args.before) if args.before else None
     rows = run(args)
+    if before:
+        print("before:\n" + report(before) + "\nnow:")
     print(report(rows))
-    print(f"plot: {plot(rows)}")
+    print(f"rows: {save(rows)}\nplot: {plot(rows, before)}")
     mb = [(r.rss_mb[0] - rows[0].rss_mb[0]) / (r.entries / 10_000) for r in rows if r.entries]
     if mb:
         print(f"RSS: {statistics.median(mb):.1f} MB per 10,000 entries over the first row")
