@@ -5,8 +5,9 @@ output tokens). The suite calibrates up to the engine's batch and compares at tw
 bench/calibration.py runs the full calibration and adds concurrency 4 and 16 (queueing).
 
 The real engine shares a 2-core machine with whatever else runs on the host: a level that is off
-is measured again, up to three times in all, and must agree once. A simulator that is wrong
-stays wrong on every try; a neighbour's burst does not last three."""
+is calibrated and measured again, up to three times in all, and must agree once. A simulator
+that is wrong stays wrong on every try; a neighbour's burst, or a drift of the machine's speed
+between calibrating and comparing, does not last three."""
 
 from __future__ import annotations
 
@@ -30,30 +31,30 @@ def agrees(row: Comparison) -> bool:
     return abs(row.ttft_error) <= TOLERANCE and abs(row.throughput_error) <= TOLERANCE
 
 
+def calibrate(engine: Process, profile: Path) -> None:
+    command = overspill_command(
+        "sim", "--calibrate", engine.url, "--out", str(profile),
+        "--calibrate-max-batch", str(MAX_NUM_SEQS),
+    )  # fmt: skip
+    subprocess.run(command, cwd=ROOT, check=True, timeout=300)
+
+
 def test_calibrated_simulator_reproduces_the_real_engine(engine: Process, tmp_path: Path) -> None:
+    """A level that is off is calibrated again before it is compared again: this machine's
+    speed drifts within minutes (seen in CI: the engine 27-32% slower at concurrency 8 than
+    when it was calibrated, on all three tries), and a profile measured then and compared now
+    would be judged on the drift, not on the simulator."""
     profile = tmp_path / "smollm2-cpu.toml"
-    subprocess.run(
-        overspill_command(
-            "sim",
-            "--calibrate",
-            engine.url,
-            "--out",
-            str(profile),
-            "--calibrate-max-batch",
-            str(MAX_NUM_SEQS),
-        ),
-        cwd=ROOT,
-        check=True,
-        timeout=300,
-    )
+    calibrate(engine, profile)
     text = profile.read_text()
     assert f"max_seqs = {MAX_NUM_SEQS}\n" in text  # measured, not guessed
     assert "block_size = " in text
-    tries: dict[int, list[Comparison]] = {}
-    with sim("--model", "smollm2", "--profile", str(profile)) as simulated:
-        for level in LEVELS:
-            tries[level] = []
-            while len(tries[level]) < TRIES and not any(agrees(r) for r in tries[level]):
+    tries: dict[int, list[Comparison]] = {level: [] for level in LEVELS}
+    for level in LEVELS:
+        while len(tries[level]) < TRIES and not any(agrees(r) for r in tries[level]):
+            if tries[level]:
+                calibrate(engine, profile)
+            with sim("--model", "smollm2", "--profile", str(profile)) as simulated:
                 tries[level] += asyncio.run(compare(engine.url, simulated.url, "smollm2", (level,)))
     every = [row for rows in tries.values() for row in rows]
     print("\n" + comparison_table(every))
