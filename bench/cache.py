@@ -38,7 +38,7 @@ from bench.report import plot_path, table
 from cache.embedder import Embedder, load_encoder
 from cache.encoders import ONNX_DIR, Encoder, EncoderKind
 from cache.onnx_model import complete, read_shift
-from cache.store import referee_margin
+from cache.referee import referee_margin
 from proxy.home import overspill_home
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -27,7 +27,7 @@ At DEFAULT_THRESHOLD, with the guard, it also prints each encoder's scores by "k
 per near-miss kind, recall per paraphrase kind), when the pairs have one, and its wrong hits.
 
 Then what the cache serves: int8 similarities, except those within the referee's margin of the
-threshold (cache.store.referee_margin of the shift the export measured on the calibration pairs),
+threshold (cache.referee.referee_margin of the shift the export measured on the calibration pairs),
 which the fp32 export ("onnx-fp32", torch's numbers) settles. It must make every decision torch
 makes; the run prints how far int8 strayed from fp32 on these pairs, which the calibration never
 saw (it must stay inside the margin), and how many pairs needed the referee.
@@ -69,7 +69,7 @@ from cache.embedder import load_encoder
 from cache.encoders import ONNX_DIR, EncoderKind, Shift
 from cache.guard import DEFAULT_THRESHOLD, compare, conflict, features
 from cache.onnx_model import read_shift
-from cache.store import referee_band_below, referee_margin, settled
+from cache.referee import referee_band_below, referee_margin, settled
 
 KINDS: tuple[EncoderKind, ...] = ("torch", "onnx")
 

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cache.encoders import Encoder
-from cache.store import settled
+from cache.referee import settled
 
 DATA = Path(__file__).resolve().parent / "data" / "semantic_pairs.jsonl"
 THRESHOLDS = tuple(round(0.70 + 0.01 * step, 2) for step in range(29))  # 0.70 ... 0.98

@@ -23,17 +23,14 @@ from cache.embedder import Embedder, load_encoder, measured_shift, referee_kind
 from cache.encoders import Encoder, EncoderKind
 from cache.index import Vector
 from cache.keys import CacheKeys, CachePlan, cache_keys, cache_plan, model_version
-from cache.store import (
+from cache.referee import (
     UNMEASURED_MARGIN,
-    AnswerCache,
-    CacheBounds,
     Embeds,
-    Hit,
-    Miss,
     Referee,
     referee_band_below,
     referee_margin,
 )
+from cache.store import AnswerCache, CacheBounds, Hit, Miss
 from policies.model import CacheRule, Policy
 from proxy.endpoints import ENDPOINTS
 from proxy.flow.streaming import assemble, fresh, replay

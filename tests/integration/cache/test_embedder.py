@@ -22,7 +22,7 @@ from cache.calibration_pairs import PAIRS as CALIBRATION
 from cache.embedder import Embedder, EmbedderClosed, load_encoder, measured_shift, referee_kind
 from cache.encoders import ONNX_DIR, EmbedderError, Encoder, OnnxEncoder, Shift, Vectors
 from cache.onnx_model import measure_shift, pair_cosines
-from cache.store import UNMEASURED_MARGIN, referee_band_below, referee_margin
+from cache.referee import UNMEASURED_MARGIN, referee_band_below, referee_margin
 from proxy.flow.caching import embedders
 
 ROOT = Path(__file__).resolve().parents[3]

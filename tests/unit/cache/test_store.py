@@ -16,19 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cache.keys import CacheKeys, cache_keys
-from cache.store import (
+from cache.referee import (
     UNMEASURED_MARGIN,
-    AnswerCache,
-    CacheBounds,
-    Entry,
-    Hit,
-    Miss,
     Referee,
-    footprint,
     referee_band_below,
     referee_margin,
     settled,
 )
+from cache.store import AnswerCache, CacheBounds, Entry, Hit, Miss, footprint
 from policies.model import CacheRule
 
 QUESTION = "How do I reverse a list in Python?"
