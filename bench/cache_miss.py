@@ -169,6 +169,7 @@ async def ready(session: aiohttp.ClientSession, url: str, entries: int) -> None:
         if (
             cache["searchable"] >= entries
             and cache["referee_ready"] is not False
+            and cache.get("verifier_ready") is not False
             and not cache.get("indexes_building")
         ):
             return

@@ -4,7 +4,7 @@ far the int8 one strays from its referee, and `Embedder`, the async front.
 The export runs in a child process (`python -m cache.onnx_model build DIR`), so even a first
 start leaves torch out of the server. int8 moves a similarity by a few hundredths, enough to flip
 a question near the threshold, so the cache has the fp32 model settle those few (`referee_kind`,
-cache.store.Referee): the fast path then serves exactly the reference's hits. How far int8 strays
+cache.referee.Referee): the fast path then serves exactly the reference's hits. How far int8 strays
 is measured by the export, on the machine it runs on (`measured_shift`), and the referee's margin
 is sized from that.
 

@@ -132,19 +132,9 @@ class OnnxEncoder:
         return vectors
 
     def _batch(self, texts: Sequence[str]) -> Vectors:
-        encodings = self.tokenizer.encode_batch(list(texts))
-        width = max(len(e.ids) for e in encodings)
-        ids = np.zeros((len(texts), width), dtype=np.int64)
-        mask = np.zeros_like(ids)
-        types = np.zeros_like(ids)
-        for row, encoding in enumerate(encodings):
-            length = len(encoding.ids)
-            ids[row, :length] = encoding.ids
-            mask[row, :length] = encoding.attention_mask
-            types[row, :length] = encoding.type_ids
-        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        feed = padded(self.tokenizer.encode_batch(list(texts)))
         (hidden,) = self._session.run(["last_hidden_state"], feed)
-        return normalised(mean_pooled(hidden, mask))
+        return normalised(mean_pooled(hidden, feed["attention_mask"]))
 
     def _one(self, text: str) -> Vectors:
         encoding = self.tokenizer.encode(text)
@@ -157,6 +147,20 @@ class OnnxEncoder:
         (hidden,) = self._session.run(["last_hidden_state"], feed)
         vector: Vectors = normalised(mean_pooled(hidden, mask))[0]
         return vector
+
+
+def padded(encodings: Sequence[Any]) -> dict[str, npt.NDArray[np.int64]]:
+    """A BERT feed for a batch of tokenizer encodings, padded to the longest (masked out)."""
+    width = max(len(e.ids) for e in encodings)
+    ids = np.zeros((len(encodings), width), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    types = np.zeros_like(ids)
+    for row, encoding in enumerate(encodings):
+        length = len(encoding.ids)
+        ids[row, :length] = encoding.ids
+        mask[row, :length] = encoding.attention_mask
+        types[row, :length] = encoding.type_ids
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
 def mean_pooled(hidden: npt.NDArray[np.float32], mask: npt.NDArray[np.int64]) -> Vectors:

@@ -144,30 +144,11 @@ def rebuild(folder: Path, damaged: bool = False) -> None:
             "elsewhere into that folder"
         )
     folder.parent.mkdir(parents=True, exist_ok=True)
-    root = str(Path(__file__).resolve().parent.parent)
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "cache.onnx_model", "build", str(folder)]
     started = time.monotonic()
-    # Its output goes to a file, not a pipe: a child outliving this process must not die of a
-    # broken pipe on its next warning.
-    with tempfile.TemporaryFile("w+") as output:
-        try:
-            done = subprocess.run(
-                [*command, *(["--damaged"] if damaged else [])],
-                env=env,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                check=False,
-                timeout=_EXPORT_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise EmbedderError(f"ONNX export took over {_EXPORT_TIMEOUT_S} s; gave up") from exc
-        output.seek(0)
-        lines = output.read().strip().splitlines()
-    if done.returncode != 0:
-        tail = "\n".join(lines[-5:])
-        raise EmbedderError(f"ONNX export failed (exit {done.returncode}):\n{tail}")
+    command = [sys.executable, "-m", "cache.onnx_model", "build", str(folder)]
+    lines = run_child(
+        [*command, *(["--damaged"] if damaged else [])], _EXPORT_TIMEOUT_S, "ONNX export"
+    )
     if lines and lines[-1] == _EXPORTED:
         log.warning(
             "embedder: exported all-MiniLM-L6-v2 to ONNX (fp32 and int8) in %s, %.1f s",
@@ -179,13 +160,41 @@ def rebuild(folder: Path, damaged: bool = False) -> None:
 _EXPORTED = "exported"
 
 
+def run_child(command: Sequence[str], timeout_s: float, what: str) -> list[str]:
+    """Run a `python -m cache...` child with this package on its path, offline; its output
+    lines, or an EmbedderError that ends with the last of them."""
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    # Its output goes to a file, not a pipe: a child outliving this process must not die of a
+    # broken pipe on its next warning.
+    with tempfile.TemporaryFile("w+") as output:
+        try:
+            done = subprocess.run(
+                command,
+                env=env,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                check=False,
+                timeout=timeout_s,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise EmbedderError(f"{what} took over {timeout_s:.0f} s; gave up") from exc
+        output.seek(0)
+        lines = output.read().strip().splitlines()
+    if done.returncode != 0:
+        tail = "\n".join(lines[-5:])
+        raise EmbedderError(f"{what} failed (exit {done.returncode}):\n{tail}")
+    return lines
+
+
 def build(folder: Path, damaged: bool) -> bool:
     """In the child: export unless the model is complete; True if it exported."""
-    with _exclusive(folder.parent / f".{folder.name}.lock"):
+    with exclusive(folder.parent / f".{folder.name}.lock"):
         if not damaged and complete(folder):
             return False
-        _sweep(folder)
-        _discard(folder)
+        sweep(folder)
+        discard(folder)
         staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.staging-", dir=folder.parent))
         try:
             export(staging)
@@ -196,7 +205,7 @@ def build(folder: Path, damaged: bool) -> bool:
 
 
 @contextlib.contextmanager
-def _exclusive(lock: Path) -> Iterator[None]:
+def exclusive(lock: Path) -> Iterator[None]:
     """Held until released or until the holder dies: a crashed export blocks nobody."""
     with lock.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -206,13 +215,13 @@ def _exclusive(lock: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _sweep(folder: Path) -> None:
+def sweep(folder: Path) -> None:
     """Remove what crashed exports left (100-200 MB each): under the lock, none is live."""
     for leftover in folder.parent.glob(f".{folder.name}.*-*"):  # not the lock file
         shutil.rmtree(leftover, ignore_errors=True)
 
 
-def _discard(folder: Path) -> None:
+def discard(folder: Path) -> None:
     aside = Path(tempfile.mkdtemp(prefix=f".{folder.name}.discarded-", dir=folder.parent))
     try:
         folder.rename(aside / folder.name)

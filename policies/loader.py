@@ -18,6 +18,7 @@ from typing import Any
 from policies.apikeys import FORMS, declared_digest
 from policies.entities import ENTITY_DETECTORS
 from policies.model import (
+    UNVERIFIED_SEMANTIC_THRESHOLD,
     Auth,
     Backend,
     Balancing,
@@ -176,6 +177,9 @@ class _PolicyReader(Reader):
 
     def cache(self, document: dict[str, Any]) -> CacheSettings:
         values = self.table(document, "cache", CACHE)
+        raw = document.get("cache")
+        if not values["verifier"] and not (isinstance(raw, dict) and "threshold" in raw):
+            values["threshold"] = UNVERIFIED_SEMANTIC_THRESHOLD
         rule = CacheRule(**{key: values.pop(key) for key in CACHE_RULE})
         return CacheSettings(**values, rule=rule)
 

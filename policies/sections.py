@@ -196,6 +196,7 @@ CACHE = {
     "path": Spec(str, "a file path", None),
     "save_interval_s": Spec(NUMBER, SECONDS, 30.0, _positive),
     "embedder": Spec(str, '"onnx" or "torch"', "onnx", _one_of("onnx", "torch")),
+    "verifier": Spec(bool, "true or false", True),
     "max_total_entries": Spec(int, "an integer", 100_000, _positive),
     "max_bytes": Spec(int, "an integer", 256 * 1024 * 1024, _positive),
     **CACHE_RULE,

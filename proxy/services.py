@@ -15,7 +15,7 @@ from policies.model import Policy
 from policies.watcher import PolicyWatcher
 from proxy import extras
 from proxy.flow import ledger as spend_ledger
-from proxy.flow.caching import Answers, embedders
+from proxy.flow.caching import Answers, embedders, on_demand_verifier
 from proxy.flow.pipeline import Pipeline
 from proxy.flow.runtime import Runtime
 from proxy.home import overspill_home
@@ -133,7 +133,13 @@ def _answers(policy: Policy) -> Answers:
     if missing:
         log.warning("overspill: semantic cache off, exact cache only: %s", missing)
         return Answers(bounds=cache_bounds(policy))
-    return Answers(*embedders(policy.cache.embedder, overspill_home()), bounds=cache_bounds(policy))
+    home = overspill_home()
+    embedder, referee = embedders(policy.cache.embedder, home)
+    if not policy.cache.verifier:
+        return Answers(embedder, referee, bounds=cache_bounds(policy))
+    # With the verifier, the threshold only picks the candidates it reads: where exactly the
+    # fast model places a similarity no longer decides a hit, so no referee needs to settle it.
+    return Answers(embedder, None, on_demand_verifier(home), bounds=cache_bounds(policy))
 
 
 def _cache_path(policy: Policy) -> Path | None:

@@ -219,11 +219,12 @@ def _tenants() -> str:
 
 _CACHE = """\
 # The answer cache: exact repeats, and questions similar enough (all-MiniLM-L6-v2 embeddings)
-# that differ in nothing critical (numbers, names, negation). Kept in memory for the demo; set
-# `path` to keep it across restarts.
+# that differ in nothing critical (numbers, names, negation), when the answer verifier agrees
+# one answer serves both. Kept in memory for the demo; set `path` to keep it across restarts.
 [cache]
 enabled = true
 exact = true
 semantic = true
-threshold = 0.9
+verifier = true
+threshold = 0.7
 """

@@ -31,6 +31,8 @@ from cache.referee import (
     referee_margin,
 )
 from cache.store import AnswerCache, CacheBounds, Hit, Miss
+from cache.verifier import OnnxVerifier, Verifier, Verifies, load_verifier
+from cache.verifier_model import make, verifier_folder
 from policies.model import CacheRule, Policy
 from proxy.endpoints import ENDPOINTS
 from proxy.flow.streaming import assemble, fresh, replay
@@ -160,10 +162,23 @@ def embedders(kind: EncoderKind, home: Path) -> tuple[OnDemandEmbedder, Referee 
     return fast, referee
 
 
+def on_demand_verifier(home: Path) -> Verifier:
+    """The answer verifier, loaded in its own thread with the embedder; made there first (in a
+    child process, minutes) if this home has none yet: until then, no semantic hits."""
+
+    def load() -> OnnxVerifier:
+        folder = verifier_folder(home)
+        make(folder)
+        return load_verifier(folder)
+
+    return Verifier(load)
+
+
 @dataclass
 class Answers:
     embedder: Embeds | None = None
     referee: Referee | None = None
+    verifier: Verifies | None = None
     bounds: CacheBounds = field(default_factory=CacheBounds)  # the whole cache, every scope
     cache: AnswerCache = field(init=False)
     coalescer: Coalescer[Head] = field(default_factory=Coalescer)
@@ -171,7 +186,9 @@ class Answers:
     _saving: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
-        self.cache = AnswerCache(self.embedder, referee=self.referee, bounds=self.bounds)
+        self.cache = AnswerCache(
+            self.embedder, referee=self.referee, bounds=self.bounds, verifier=self.verifier
+        )
 
     def caching(
         self, policy: Policy, request: ProxyRequest, level: str, tenant: str, cache_control: str
@@ -292,7 +309,9 @@ class Answers:
                 await asyncio.wait(self._tasks)
 
     async def close(self) -> None:
-        """Stop the embedding threads (after settle(): an insert may still be embedding)."""
+        """Stop the embedding threads (after settle(): an insert may still be embedding). The
+        verifier's are daemons: one making its model leaves that to its child, which finishes
+        it for the next start."""
         for model in (self.embedder, self.referee.embeds if self.referee else None):
             if isinstance(model, OnDemandEmbedder):
                 await model.close()

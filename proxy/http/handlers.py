@@ -200,6 +200,8 @@ def _cache_status(services: Services) -> dict[str, Any]:
         # Loaded on the first semantic lookup; until the referee is, borderline ones are misses.
         "embedder_ready": bool(answers.embedder and answers.embedder.ready),
         "referee_ready": answers.referee.embeds.ready if answers.referee else None,
+        # Loaded (made first, if it must be) with the embedder; until it is, no semantic hits.
+        "verifier_ready": answers.verifier.ready if answers.verifier else None,
         "path": str(services.cache_path) if services.cache_path else None,
         "in_flight_shared": len(answers.coalescer.flights),
         **vars(answers.cache.stats),

@@ -113,6 +113,7 @@ class ServicesCollector(Collector):
         refused.add_metric([], stats.refused)
         yield refused
         yield _referee(stats)
+        yield _verifier(stats)
         entries = GaugeMetricFamily("overspill_cache_entries", "Answers in the cache.")
         entries.add_metric([], len(answers.cache))
         yield entries
@@ -167,3 +168,18 @@ def _referee(stats: CacheStats) -> Metric:
     ):
         refereed.add_metric([outcome], count)
     return refereed
+
+
+def _verifier(stats: CacheStats) -> Metric:
+    verified = CounterMetricFamily(
+        "overspill_cache_verifier_checks",
+        "Similar cached questions the answer verifier read beside the one asked, by outcome.",
+        labels=["outcome"],
+    )
+    for outcome, count in (
+        ("agreed", stats.verified - stats.disagreed),
+        ("disagreed", stats.disagreed),
+        ("unavailable", stats.unverified),
+    ):
+        verified.add_metric([outcome], count)
+    return verified

@@ -363,11 +363,13 @@ def test_nondeterministic_requests_are_not_coalesced_unless_the_policy_says_so()
 
 
 def searchable(url: str, count: int) -> None:
-    """`count` questions embedded, and the referee of borderline similarities loaded."""
+    """`count` questions embedded, and the referee of borderline similarities (or the answer
+    verifier) loaded."""
 
     def ready() -> bool:
         cache = status(url)["cache"]
-        return bool(cache["searchable"] >= count and cache["referee_ready"] is not False)
+        loaded = cache["referee_ready"] is not False and cache["verifier_ready"] is not False
+        return bool(cache["searchable"] >= count and loaded)
 
     # the first question loads the embedding models: seconds, more on a busy machine
     wait_until(ready, f"the semantic layer holds {count} questions", timeout=100)
@@ -405,8 +407,34 @@ def test_paraphrases_hit_the_semantic_layer_and_near_misses_do_not() -> None:
         assert other.headers["x-overspill-cache"] == "miss"
 
 
+def test_the_verifier_turns_down_a_swapped_word_the_guard_lets_through() -> None:
+    """One plain noun swapped ("book" / "course", cosine 0.85) is what the guard's word tables
+    cannot see: without the verifier, at a threshold it passes, the near-miss is served the
+    book's answer; with it (the default), the near-miss goes to the engine while a paraphrase is
+    still served."""
+    book = "What is a good book on machine learning?"
+    course = "What is a good course on machine learning?"
+    with stack() as (p, engine):
+        ask(p.url, book)
+        searchable(p.url, 1)
+        before = received(engine)
+        assert ask(p.url, course).headers["x-overspill-cache"] == "miss"
+        assert received(engine) == before + 1
+        paraphrase = ask(p.url, "whats a good book on machine learning")
+        assert paraphrase.headers["x-overspill-cache"] == "hit-semantic"
+        assert received(engine) == before + 1
+        cache = status(p.url)["cache"]
+        assert cache["disagreed"] >= 1
+        assert cache["verified"] >= 2
+    with stack("[cache]\nverifier = false\nthreshold = 0.8\n") as (p, engine):
+        ask(p.url, book)
+        searchable(p.url, 1)
+        assert ask(p.url, course).headers["x-overspill-cache"] == "hit-semantic"
+
+
 def test_a_different_system_prompt_is_never_a_semantic_hit() -> None:
-    with stack() as (p, _):
+    # without the verifier, so that the threshold decides and the referee settles the pair
+    with stack("[cache]\nverifier = false\n") as (p, _):
 
         def ask_as(system: str, question: str) -> httpx.Response:
             return ask(

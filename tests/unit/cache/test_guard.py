@@ -195,8 +195,8 @@ def test_a_long_text_is_judged_like_a_short_one() -> None:
     assert changed.startswith("numbers differ: 8080")
 
 
-def test_the_policy_default_threshold_is_the_measured_one() -> None:
+def test_the_policy_threshold_without_the_verifier_is_the_measured_one() -> None:
     from cache.guard import DEFAULT_THRESHOLD
-    from policies.model import DEFAULT_SEMANTIC_THRESHOLD
+    from policies.model import UNVERIFIED_SEMANTIC_THRESHOLD
 
-    assert DEFAULT_SEMANTIC_THRESHOLD == DEFAULT_THRESHOLD
+    assert UNVERIFIED_SEMANTIC_THRESHOLD == DEFAULT_THRESHOLD

@@ -9,6 +9,8 @@ import pytest
 
 from policies.loader import parse_policy
 from policies.model import (
+    DEFAULT_SEMANTIC_THRESHOLD,
+    UNVERIFIED_SEMANTIC_THRESHOLD,
     Backend,
     Balancing,
     BreakerSettings,
@@ -691,14 +693,27 @@ model = "empty-table"
 """
 
 
+def test_without_the_verifier_the_default_threshold_is_the_guards() -> None:
+    """The threshold then decides a hit alone: the higher one measured for the guard, unless
+    the admin sets one; routes inherit it."""
+    unverified = parse_policy(BACKEND + ROUTE + "[cache]\nverifier = false\n")
+    assert unverified.cache.verifier is False
+    assert unverified.cache.rule.threshold == UNVERIFIED_SEMANTIC_THRESHOLD
+    assert unverified.cache_rule("m").threshold == UNVERIFIED_SEMANTIC_THRESHOLD
+    chosen = parse_policy(BACKEND + ROUTE + "[cache]\nverifier = false\nthreshold = 0.8\n")
+    assert chosen.cache.rule.threshold == 0.8
+    assert parse_policy(BACKEND + ROUTE).cache.rule.threshold == DEFAULT_SEMANTIC_THRESHOLD
+
+
 def test_cache_defaults_without_a_cache_section() -> None:
     policy = parse_policy(BACKEND + ROUTE)
     assert policy.cache == CacheSettings()
     assert policy.cache == CacheSettings(True, None, 30.0, "onnx", CacheRule())
+    assert policy.cache.verifier is True
     assert policy.cache.rule == CacheRule(
         exact=True,
         semantic=True,
-        threshold=0.9,
+        threshold=0.7,
         ttl_s=3600.0,
         max_entries=10_000,
         unset_temperature=False,

@@ -1,0 +1,148 @@
+"""The answer verifier: does the answer to a stored question answer the one asked? A cosine of
+two sentence embeddings cannot see one plain word swapped for another ("a quick lasagne recipe"
+vs "a one-pot lasagne recipe" score 0.93), nor can the guard's word tables see a word they do
+not list. A cross-encoder reads both questions at once, token against token, so it can.
+
+The model is made once (cache/verifier_training.py, in a child process: torch never enters a
+server) and served here on ONNX Runtime, fp32, one thread. The cache consults it only for the
+candidates that passed the similarity threshold and the guard, one batch per lookup: a clear
+miss, most lookups, never pays for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from cache.encoders import TOKENIZER_FILE, EmbedderError, load_tokenizer, padded
+
+log = logging.getLogger("overspill")
+
+VERIFIER_DIR = "all-minilm-l6-v2-verifier"  # under $OVERSPILL_HOME/models
+MODEL_FILE = "verifier.onnx"
+# The agreement (the lower of the two readings' probabilities, `agreement`) at or above which
+# the stored answer is served: the classifier's own boundary.
+AGREES = 0.5
+
+Scores = npt.NDArray[np.float32]
+
+
+class ScoresPairs(Protocol):
+    def scores(self, pairs: Sequence[tuple[str, str]]) -> Scores:
+        """The probability that one answer serves both questions, for each pair."""
+        ...
+
+
+class Verifies(Protocol):
+    """What the cache asks of a verifier (Verifier; tests give their own)."""
+
+    @property
+    def ready(self) -> bool:
+        """The model is loaded: a lookup would not wait for it."""
+        ...
+
+    def warm(self) -> None:
+        """Start loading the model, if not yet done."""
+        ...
+
+    async def scores(self, question: str, stored: Sequence[str]) -> Scores: ...
+
+
+class OnnxVerifier:
+    """The exported cross-encoder: "[CLS] a [SEP] b [SEP]" in one padded batch."""
+
+    def __init__(self, session: Any, tokenizer: Any) -> None:
+        self._session = session
+        self._tokenizer = tokenizer
+
+    def scores(self, pairs: Sequence[tuple[str, str]]) -> Scores:
+        if not pairs:
+            return np.empty(0, dtype=np.float32)
+        feed = padded(self._tokenizer.encode_batch(list(pairs)))
+        (probabilities,) = self._session.run(["paraphrase"], feed)
+        result: Scores = np.asarray(probabilities, dtype=np.float32).reshape(len(pairs))
+        return result
+
+
+def agreement(model: ScoresPairs, pairs: Sequence[tuple[str, str]]) -> Scores:
+    """How surely one answer serves both questions of each pair: the lower of the two readings,
+    stored question first and asked question first, in one batch. The relation is symmetric and
+    the model is not: one order alone served "a one-pot shakshuka recipe" for "a spicy" one (p
+    0.84; 0.06 the other way). Both readings cost two runs a pair, and served no near-miss of
+    the 328 labelled ones where one reading served 2 at the same boundary (README, "The answer
+    verifier")."""
+    if not pairs:
+        return np.empty(0, dtype=np.float32)
+    both = model.scores([*pairs, *((b, a) for a, b in pairs)])
+    lower: Scores = np.minimum(both[: len(pairs)], both[len(pairs) :])
+    return lower
+
+
+def load_verifier(folder: Path) -> OnnxVerifier:
+    """Blocks for a second or so: call it off the event loop."""
+    import onnxruntime  # type: ignore[import-untyped]
+
+    model = folder / MODEL_FILE
+    if not model.is_file():
+        raise EmbedderError(
+            f"the answer verifier is not in {folder}: make it once with "
+            "`overspill cache build-verifier` (scripts/setup does)"
+        )
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+    session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    return OnnxVerifier(session, load_tokenizer(folder / TOKENIZER_FILE))
+
+
+class Verifier:
+    """The async front: the model loads (made first, if it must be: minutes) in a daemon thread
+    of its own, so neither a lookup nor a proxy's exit waits for it; a verdict runs in a worker
+    thread, so a lookup waits for it without holding the event loop."""
+
+    def __init__(self, factory: Callable[[], ScoresPairs]) -> None:
+        self._factory = factory
+        self._model: concurrent.futures.Future[ScoresPairs] = concurrent.futures.Future()
+        self._lock = threading.Lock()
+        self._started = False
+        self.calls = 0  # batches scored
+        self.pairs = 0  # pairs scored
+
+    @property
+    def ready(self) -> bool:
+        return self._model.done() and self._model.exception() is None
+
+    @property
+    def failed(self) -> BaseException | None:
+        return self._model.exception() if self._model.done() else None
+
+    def warm(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        threading.Thread(target=self._load, name="verifier-load", daemon=True).start()
+
+    def _load(self) -> None:
+        try:
+            self._model.set_result(self._factory())
+        except Exception as exc:
+            log.exception("cache: the answer verifier failed to load; no semantic hits")
+            self._model.set_exception(exc)
+
+    async def scores(self, question: str, stored: Sequence[str]) -> Scores:
+        """For each stored question, how surely its answer answers `question` (`agreement`)."""
+        self.warm()
+        model = await asyncio.wrap_future(self._model)
+        self.calls += 1
+        self.pairs += len(stored)
+        return await asyncio.to_thread(agreement, model, [(text, question) for text in stored])

@@ -1,0 +1,50 @@
+"""The real answer verifier, as `overspill verifier` made it in $OVERSPILL_HOME (scripts/test
+does, before the suite): what it reads in a pair of questions, and that one padded batch gives
+each pair what it gets alone.
+
+The pairs here are written for this test, in none of the files it learnt from, and clear-cut:
+a verifier trained on another CPU is a slightly different model, and must agree on these. The
+labelled figures (recall, wrong hits on held-out pairs) are bench/cache_truth.py's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cache.verifier import AGREES, OnnxVerifier, agreement, load_verifier
+from cache.verifier_model import complete, verifier_folder
+from proxy.home import overspill_home
+
+SAME = [
+    ("How can I cancel my gym membership?", "how do i cancel my gym membreship"),
+    (
+        "What's the boiling point of water at sea level?",
+        "At sea level, what temperature does water boil at?",
+    ),
+    ("Hi! Could you explain what a Roth IRA is? Thanks", "What is a Roth IRA?"),
+]
+DIFFERENT = [
+    ("What is a good book on machine learning?", "What is a good course on machine learning?"),
+    ("How do I install Docker on Windows?", "How do I uninstall Docker on Windows?"),
+    ("Is it safe to eat raw eggs while pregnant?", "Is it safe to eat raw fish while pregnant?"),
+]
+
+
+@pytest.fixture(scope="module")
+def verifier() -> OnnxVerifier:
+    folder = verifier_folder(overspill_home())
+    assert complete(folder), f"no current verifier in {folder}: run `overspill verifier`"
+    return load_verifier(folder)
+
+
+def test_paraphrases_are_agreed_and_one_swapped_word_is_not(verifier: OnnxVerifier) -> None:
+    assert (agreement(verifier, SAME) >= AGREES).all(), agreement(verifier, SAME)
+    assert (agreement(verifier, DIFFERENT) < AGREES).all(), agreement(verifier, DIFFERENT)
+
+
+def test_a_batch_scores_each_pair_as_it_would_be_alone(verifier: OnnxVerifier) -> None:
+    pairs = SAME + DIFFERENT
+    alone = np.array([verifier.scores([pair])[0] for pair in pairs])
+    np.testing.assert_allclose(verifier.scores(pairs), alone, atol=1e-5)
+    assert verifier.scores([]).shape == (0,)

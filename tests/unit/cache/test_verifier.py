@@ -1,0 +1,123 @@
+"""cache/verifier.py's async front (a fake model) and cache/verifier_model.py's judgement of
+what is in a folder; the real model: tests/integration/cache/test_verifier.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cache.encoders import EmbedderError
+from cache.verifier import MODEL_FILE, Verifier, agreement
+from cache.verifier_model import complete, make
+from cache.verifier_training import MANIFEST_FILE, recipe
+
+
+class LengthModel:
+    """Scores a pair by whether both questions have the same length."""
+
+    def scores(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        return np.array([float(len(a) == len(b)) for a, b in pairs], dtype=np.float32)
+
+
+async def wait_until(condition: object) -> None:
+    for _ in range(10_000):
+        if condition():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("never happened")
+
+
+async def test_the_model_loads_once_in_the_background_and_then_scores() -> None:
+    release = threading.Event()
+    loads = []
+
+    def factory() -> LengthModel:
+        loads.append(1)
+        release.wait(10)
+        return LengthModel()
+
+    verifier = Verifier(factory)
+    assert not verifier.ready
+    verifier.warm()
+    verifier.warm()
+    assert not verifier.ready  # still loading: warm() returned at once
+    release.set()
+    await wait_until(lambda: verifier.ready)
+    scores = await verifier.scores("abc", ["xyz", "wxyz"])
+    assert scores.tolist() == [1.0, 0.0]
+    assert loads == [1]
+    assert (verifier.calls, verifier.pairs) == (1, 2)
+
+
+async def test_a_model_that_fails_to_load_fails_every_verdict() -> None:
+    def factory() -> LengthModel:
+        raise OSError("no such model")
+
+    verifier = Verifier(factory)
+    verifier.warm()
+    await wait_until(lambda: verifier.failed is not None)
+    assert not verifier.ready
+    with pytest.raises(OSError, match="no such model"):
+        await verifier.scores("a", ["b"])
+
+
+class FirstLonger:
+    """An asymmetric model: sure when the first question is the longer one."""
+
+    def scores(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        return np.array([0.9 if len(a) > len(b) else 0.2 for a, b in pairs], dtype=np.float32)
+
+
+def test_agreement_is_the_lower_of_both_readings() -> None:
+    pairs = [("a longer one", "short"), ("short", "a longer one")]
+    assert agreement(FirstLonger(), pairs).tolist() == pytest.approx([0.2, 0.2])
+    assert agreement(LengthModel(), [("abc", "xyz")]).tolist() == [1.0]
+    assert agreement(LengthModel(), []).shape == (0,)
+
+
+async def test_the_front_scores_by_agreement() -> None:
+    verifier = Verifier(FirstLonger)
+    assert (await verifier.scores("short", ["a longer one"])).tolist() == pytest.approx([0.2])
+
+
+def write_model(folder: Path, manifest: object) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MODEL_FILE).write_bytes(b"onnx")
+    (folder / "tokenizer.json").write_text("{}")
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest))
+
+
+def test_a_model_is_current_only_if_made_from_these_pairs(tmp_path: Path) -> None:
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"a": "a?", "b": "b?", "label": "near_miss"}) + "\n")
+    folder = tmp_path / "verifier"
+    assert not complete(folder, [pairs])
+    write_model(folder, recipe([pairs]))
+    assert complete(folder, [pairs])
+    pairs.write_text(json.dumps({"a": "a?", "b": "c?", "label": "near_miss"}) + "\n")
+    assert not complete(folder, [pairs])  # the pairs changed: made anew
+    (folder / MODEL_FILE).unlink()
+    write_model(folder, recipe([pairs]))
+    assert complete(folder, [pairs])
+    (folder / MODEL_FILE).unlink()
+    assert not complete(folder, [pairs])  # a manifest without its model
+
+
+def test_without_the_pairs_to_compare_a_whole_model_is_used(tmp_path: Path) -> None:
+    """An install without the repository's labelled files: a verifier copied in is used."""
+    folder = tmp_path / "verifier"
+    write_model(folder, {"format": 1})
+    assert complete(folder, [tmp_path / "absent.jsonl"])
+
+
+def test_making_it_without_the_labelled_pairs_says_what_is_missing(tmp_path: Path) -> None:
+    absent = tmp_path / "pairs.jsonl"
+    with pytest.raises(EmbedderError, match=r"making it \(once\) needs .*pairs\.jsonl"):
+        make(tmp_path / "verifier", [absent])
+    assert not (tmp_path / "verifier").exists()
