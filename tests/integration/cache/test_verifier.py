@@ -9,6 +9,11 @@ labelled figures (recall, wrong hits on held-out pairs) are bench/cache_truth.py
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -48,3 +53,16 @@ def test_a_batch_scores_each_pair_as_it_would_be_alone(verifier: OnnxVerifier) -
     alone = np.array([verifier.scores([pair])[0] for pair in pairs])
     np.testing.assert_allclose(verifier.scores(pairs), alone, atol=1e-5)
     assert verifier.scores([]).shape == (0,)
+
+
+def test_the_command_says_whether_a_current_verifier_is_there(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "proxy.cli", "verifier", "--check"]
+    here = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
+    assert here.returncode == 0, here.stdout + here.stderr
+    assert here.stdout.strip().endswith(": current")
+    empty = {**os.environ, "OVERSPILL_HOME": str(tmp_path)}
+    elsewhere = subprocess.run(
+        command, capture_output=True, text=True, check=False, timeout=60, env=empty
+    )
+    assert elsewhere.returncode == 1
+    assert "missing or out of date" in elsewhere.stdout
