@@ -87,7 +87,7 @@ TRAFFIC = {
 def figures(status: dict[str, Any]) -> dict[str, str]:
     """What the page must show for this /admin/status."""
     cache = status["cache"]
-    keys = ("hits_exact", "hits_semantic", "misses", "entries", "refused", "coalesced")
+    keys = ("hits_exact", "hits_semantic", "misses", "entries", "refused", "disagreed", "coalesced")
     lookups = cache["hits_exact"] + cache["hits_semantic"] + cache["misses"]
     rate = (cache["hits_exact"] + cache["hits_semantic"]) / lookups * 100
     return {f"cache-{key}": str(cache[key]) for key in keys} | {
