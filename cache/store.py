@@ -6,15 +6,17 @@ clients send (a tenant name, a model), so the whole cache has bounds of its own 
 and in bytes: past either, the least recently used entry of any scope goes. Semantic search runs
 only among entries of the same context (scope, parameters, every message but the last user one)
 and a similar question is served only if the guard finds nothing critical that differs ("5 miles"
-vs "50 miles"). Lookups and inserts run on the event loop; the embedding runs in the embedder's
-thread, and a large index is rebuilt in a worker thread (cache/index.py: search and eviction
-cost the same at any size).
+vs "50 miles") and, when there is one, the answer verifier (cache/verifier.py) agrees its answer
+answers the question asked ("a good book on X" is not "a good course on X"). Lookups and
+inserts run on the event loop; the embedding runs in the embedder's thread, and a large index
+is rebuilt in a worker thread (cache/index.py: search and eviction cost the same at any size).
 
 The fast embedder (int8) places a similarity within a known margin of the reference model's: the
 export measures how far it strays on the CPU that serves, and `referee_margin` adds headroom. A
 candidate that close to the threshold is settled by the referee, the reference model, so that
 the cache serves exactly the hits the reference would: the fast path decides the clear cases
-(most lookups), the slow one only the borderline few.
+(most lookups), the slow one only the borderline few. With the verifier the threshold only
+picks the candidate it reads, so the proxy runs no referee then (proxy/services.py).
 """
 
 from __future__ import annotations
