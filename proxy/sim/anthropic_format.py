@@ -16,7 +16,7 @@ import orjson
 
 from proxy.errors import APIError
 from proxy.sim.engine import Sequence
-from proxy.sim.formats import JSON, SSE
+from proxy.sim.formats import JSON, SSE, token_at
 
 # Anthropic's error types, by HTTP status (its 529 is "overloaded"; the simulator's 503 too).
 ERROR_TYPES = {
@@ -90,7 +90,8 @@ class AnthropicFormat:
             + event("ping", {"type": "ping"})
         )
 
-    def piece(self, text: str, finish_reason: str | None = None, index: int = 0) -> bytes:
+    def piece(self, seq: Sequence, position: int, index: int = 0) -> bytes:
+        text, _ = token_at(seq, position)
         delta = {"type": "text_delta", "text": text}
         return event(
             "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}

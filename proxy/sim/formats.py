@@ -8,6 +8,7 @@ prompt, and choice `i` answers prompt `i`; every other request has one.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ import orjson
 
 from proxy.errors import APIError
 from proxy.sim.engine import Sequence
+from proxy.sim.logprobs import entry
+from proxy.sim.tokens import OutputPlan, ToolCall
 
 SSE = "text/event-stream"
 NDJSON = "application/x-ndjson"
@@ -29,8 +32,9 @@ class WireFormat(Protocol):
 
     def first(self) -> bytes: ...
 
-    def piece(self, text: str, finish_reason: str | None = None, index: int = 0) -> bytes:
-        """One token of choice `index`; `finish_reason` is given with the choice's last token."""
+    def piece(self, seq: Sequence, position: int, index: int = 0) -> bytes:
+        """Token `position` of choice `index` (its sequence `seq`), which knows whether it is
+        the choice's last (token_at)."""
         ...
 
     def end(self, seq: Sequence, index: int = 0) -> bytes:
@@ -44,6 +48,12 @@ class WireFormat(Protocol):
     def whole(self, seqs: tuple[Sequence, ...]) -> bytes: ...
 
     def error(self, error: APIError, streaming: bool) -> bytes: ...
+
+
+def token_at(seq: Sequence, position: int) -> tuple[str, str | None]:
+    """A generated token, and the finish reason when it is the sequence's last."""
+    final = seq.ended and position + 1 == seq.generated
+    return seq.output.tokens[position], seq.finish_reason if final else None
 
 
 def usage(seqs: Iterable[Sequence]) -> dict[str, Any]:
@@ -76,6 +86,7 @@ class OpenAIFormat:
     # vLLM puts finish_reason on the last token's chunk and leaves `usage` out of the other
     # chunks; OpenAI sends a separate closing chunk and `"usage": null` on every chunk.
     vllm_style: bool = False
+    logprobs: int | None = None  # top_logprobs per token of a chat answer; None: not asked for
 
     def __post_init__(self) -> None:
         self.created = int(time.time())
@@ -103,11 +114,46 @@ class OpenAIFormat:
             return b""
         return self._chunk({"delta": {"role": "assistant", "content": ""}, "finish_reason": None})
 
-    def piece(self, text: str, finish_reason: str | None = None, index: int = 0) -> bytes:
-        finish = finish_reason if self.vllm_style else None
-        if self.chat:
-            return self._chunk({"delta": {"content": text}, "finish_reason": finish}, index)
-        return self._chunk({"text": text, "finish_reason": finish}, index)
+    def piece(self, seq: Sequence, position: int, index: int = 0) -> bytes:
+        text, reason = token_at(seq, position)
+        finish = reason if self.vllm_style else None
+        if not self.chat:
+            return self._chunk({"text": text, "finish_reason": finish}, index)
+        if (call := seq.output.call) is not None:
+            delta = self._call_delta(call, seq.output, position, index)
+            if delta is None and finish is None:
+                return b""  # a token of the call's name: sent once the name is whole
+            return self._chunk({"delta": delta or {}, "finish_reason": finish}, index)
+        choice: dict[str, Any] = {"delta": {"content": text}, "finish_reason": finish}
+        if self.logprobs is not None:
+            choice["logprobs"] = self._logprobs([entry(text, position, self.logprobs)])
+        return self._chunk(choice, index)
+
+    def _call_delta(
+        self, call: ToolCall, plan: OutputPlan, position: int, index: int
+    ) -> dict[str, Any] | None:
+        """The call's opening (its name whole) or a piece of its arguments; None within the
+        name. An answer makes one call: its index is 0."""
+        if position + 1 < plan.name_tokens:
+            return None
+        if position + 1 == plan.name_tokens:
+            sent = self._tool_call(ToolCall(call.name, ""), index)
+        else:
+            sent = {"function": {"arguments": plan.tokens[position]}}
+        return {"tool_calls": [{"index": 0, **sent}]}
+
+    def _tool_call(self, call: ToolCall, index: int) -> dict[str, Any]:
+        # Same request ID, same call ID: an answer sent again is the same bytes.
+        digest = hashlib.blake2b(f"{self.request_id}\x00{index}".encode(), digest_size=12)
+        return {
+            "id": f"call_{digest.hexdigest()}",
+            "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments},
+        }
+
+    def _logprobs(self, content: list[dict[str, Any]]) -> dict[str, Any]:
+        # OpenAI says `refusal` too; vLLM only `content`.
+        return {"content": content} if self.vllm_style else {"content": content, "refusal": None}
 
     def end(self, seq: Sequence, index: int = 0) -> bytes:
         if self.vllm_style and seq.generated and seq.finish_reason != "abort":
@@ -145,10 +191,27 @@ class OpenAIFormat:
     def _choice(self, seq: Sequence, index: int) -> dict[str, Any]:
         text = "".join(seq.output.tokens[: seq.generated])
         if self.chat:
-            content: dict[str, Any] = {"message": {"role": "assistant", "content": text}}
+            content: dict[str, Any] = {"message": self._message(seq, index)}
         else:
             content = {"text": text}
-        return {"index": index, **content, "logprobs": None, "finish_reason": seq.finish_reason}
+        logprobs = self._whole_logprobs(seq)
+        return {"index": index, **content, "logprobs": logprobs, "finish_reason": seq.finish_reason}
+
+    def _message(self, seq: Sequence, index: int) -> dict[str, Any]:
+        plan = seq.output
+        if plan.call is None:
+            return {"role": "assistant", "content": "".join(plan.tokens[: seq.generated])}
+        call = plan.call_so_far(seq.generated)
+        if call is None:  # cut short (max_tokens) before the name was whole: no call made
+            return {"role": "assistant", "content": ""}
+        return {"role": "assistant", "content": None, "tool_calls": [self._tool_call(call, index)]}
+
+    def _whole_logprobs(self, seq: Sequence) -> dict[str, Any] | None:
+        """Every text token's entry; none for a tool call (logprobs describe content)."""
+        if not self.chat or self.logprobs is None or seq.output.call is not None:
+            return None
+        tokens = seq.output.tokens[: seq.generated]
+        return self._logprobs([entry(t, i, self.logprobs) for i, t in enumerate(tokens)])
 
     def error(self, error: APIError, streaming: bool) -> bytes:
         return _sse(error.body()) if streaming else error.render()
@@ -185,7 +248,8 @@ class OllamaFormat:
     def first(self) -> bytes:
         return b""
 
-    def piece(self, text: str, finish_reason: str | None = None, index: int = 0) -> bytes:
+    def piece(self, seq: Sequence, position: int, index: int = 0) -> bytes:
+        text, _ = token_at(seq, position)
         return orjson.dumps(self._line(text, False)) + b"\n"
 
     def _summary(self, seq: Sequence) -> dict[str, Any]:

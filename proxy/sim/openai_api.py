@@ -48,6 +48,7 @@ async def _generate(request: Request, chat: bool) -> SequenceResponse:
         chat=chat,
         include_usage=head.include_usage,
         vllm_style=sim.personality == "vllm",
+        logprobs=head.logprobs,
     )
     early = sim.personality == "vllm"
     return SequenceResponse(sim, parsed, wire, echo_headers(rid), headers_first=early)

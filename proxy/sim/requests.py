@@ -1,7 +1,9 @@
 """Request bodies the simulator accepts, parsed and validated into plain objects (no I/O).
 
 Validation follows what the engines themselves reject, with OpenAI-shaped 400s that name the
-offending parameter; fields the simulator does not model (tools, logprobs, response_format ...)
+offending parameter. A chat request's `tools` and `tool_choice` decide whether its answer is a
+tool call (tools.py), and `logprobs` / `top_logprobs` whether it carries log probabilities;
+fields the simulator does not model (response_format, a completions request's `logprobs` ...)
 are accepted and ignored, as an engine that supports them would not fail on them either.
 """
 
@@ -14,7 +16,9 @@ from typing import Any
 
 from proxy.endpoints import check_message, check_messages
 from proxy.errors import BadRequest
-from proxy.sim.tokens import message_text, render_chat
+from proxy.sim.logprobs import MAX_TOP_LOGPROBS
+from proxy.sim.tokens import ToolCall, message_text, render_chat
+from proxy.sim.tools import call_for, parse_tools
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,8 @@ class GenerationRequest:
     # lengths exactly. Anthropic's max_tokens is mandatory (clients send a large one), so there
     # it only caps an answer of natural length.
     fills_max_tokens: bool = True
+    call: ToolCall | None = None  # the answer is this tool call, not text
+    logprobs: int | None = None  # how many top_logprobs each token's entry has; None: no logprobs
 
 
 @dataclass(frozen=True)
@@ -43,8 +49,12 @@ class EmbeddingRequest:
 
 def parse_chat(body: dict[str, Any]) -> GenerationRequest:
     messages = check_messages(body.get("messages"))
-    request = _generation(body, render_chat(messages), _max_tokens(body))
-    return dataclasses.replace(request, echo=message_text(messages[-1]))
+    tools = parse_tools(body.get("tools"))
+    call = call_for(tools, body.get("tool_choice"), messages)
+    prompt = render_chat(messages, body["tools"] if tools else ())
+    request = _generation(body, prompt, _max_tokens(body))
+    echo = message_text(messages[-1])
+    return dataclasses.replace(request, echo=echo, call=call, logprobs=_logprobs(body))
 
 
 def parse_completions(body: dict[str, Any]) -> tuple[GenerationRequest, ...]:
@@ -242,6 +252,23 @@ def _include_usage(body: dict[str, Any]) -> bool:
     if not isinstance(options, dict):
         raise BadRequest("'stream_options' must be an object", param="stream_options")
     return bool(options.get("include_usage"))
+
+
+def _logprobs(body: dict[str, Any]) -> int | None:
+    """A chat request's `logprobs` and `top_logprobs`: how many alternatives per token, or None."""
+    wanted, top = body.get("logprobs"), body.get("top_logprobs")
+    if wanted is not None and not isinstance(wanted, bool):
+        raise BadRequest("'logprobs' must be a boolean", param="logprobs")
+    if top is None:
+        return 0 if wanted else None
+    if not _is_int(top) or not 0 <= top <= MAX_TOP_LOGPROBS:
+        raise BadRequest(
+            f"'top_logprobs' must be an integer between 0 and {MAX_TOP_LOGPROBS}",
+            param="top_logprobs",
+        )
+    if not wanted:
+        raise BadRequest("'logprobs' must be true when 'top_logprobs' is given", param="logprobs")
+    return int(top)
 
 
 def _is_int(value: Any) -> bool:

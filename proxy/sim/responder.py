@@ -91,7 +91,7 @@ class SequenceResponse:
                 if drop is not None and pieces >= drop:
                     await self._body(send, buffer)
                     return  # uvicorn closes a response that was never completed
-                buffer += self._piece(seqs[index], index, sent[index])
+                buffer += self.format.piece(seqs[index], sent[index], index)
                 sent[index] += 1
                 pieces += 1
             buffer += self._close_ended(seqs, closed)
@@ -103,11 +103,6 @@ class SequenceResponse:
             await progress.wait()
         self._watch.finish()
         await send({"type": "http.response.body", "body": buffer + self.format.last(seqs)})
-
-    def _piece(self, seq: Sequence, index: int, position: int) -> bytes:
-        final = seq.ended and position + 1 == seq.generated
-        reason = seq.finish_reason if final else None
-        return self.format.piece(seq.output.tokens[position], reason, index)
 
     def _close_ended(self, seqs: tuple[Sequence, ...], closed: list[bool]) -> bytes:
         """Each newly finished choice's closing, once (marked in `closed`)."""

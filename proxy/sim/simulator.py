@@ -21,7 +21,14 @@ from proxy.sim.models import ModelHost, unknown_model
 from proxy.sim.profile import EngineProfile, Personality
 from proxy.sim.recorder import RequestLog
 from proxy.sim.requests import GenerationRequest
-from proxy.sim.tokens import OutputPlan, natural_length, plan_output, request_seed, tokenize
+from proxy.sim.tokens import (
+    OutputPlan,
+    natural_length,
+    plan_call,
+    plan_output,
+    request_seed,
+    tokenize,
+)
 
 
 class ContextTooLong(BadRequest):
@@ -121,6 +128,14 @@ class Simulator:
                 "messages or completion.",
                 param="messages",
             )
+        output = self._output(request, room)
+        return Sequence(prompt, output, arrival=self.clock(), streaming=streaming)
+
+    def _output(self, request: GenerationRequest, room: int) -> OutputPlan:
+        """What the answer will be: a tool call (whatever the profile), an echo, or words."""
+        if request.call is not None:
+            cap = room if request.max_tokens is None else min(request.max_tokens, room)
+            return plan_call(request.call, cap)
         seed = request_seed(request.model, request.prompt, request.seed, request.temperature)
         natural = natural_length(seed, self.profile.output_tokens, self.profile.output_distribution)
         limit = request.max_tokens
@@ -128,11 +143,10 @@ class Simulator:
             limit = None  # a natural answer that fits under the cap ends by itself
         if limit is None and natural > room:
             limit = room  # an answer that would overflow the context is cut: finish "length"
-        output = plan_output(seed, limit, natural, request.stop)
         if self.profile.output_distribution == "echo":
             said = tuple(tokenize(request.echo)[:limit] if limit else tokenize(request.echo))
-            output = OutputPlan(said or (" ",), "stop")
-        return Sequence(prompt, output, arrival=self.clock(), streaming=streaming)
+            return OutputPlan(said or (" ",), "stop")
+        return plan_output(seed, limit, natural, request.stop)
 
     def embedding_sequences(self, engine: Engine, texts: tuple[str, ...]) -> list[Sequence]:
         seqs = []

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 # Special markers whole; a word, digit group or symbol with at most one leading space; runs of
 # whitespace leave their last space to the word after them (as GPT-2's pattern does), so a text
 # tokenizes the same whether or not it is split at a space.
@@ -32,7 +34,7 @@ _WORDS = (
     "latency throughput value system result first data each state load route policy stream "
     "simple plan test server client reply order great small large early later fast slow"
 ).split()
-_VOCABULARY = tuple(" " + word for word in _WORDS)
+VOCABULARY = tuple(" " + word for word in _WORDS)
 
 
 def tokenize(text: str) -> list[str]:
@@ -43,14 +45,34 @@ def count_tokens(text: str) -> int:
     return len(_TOKEN.findall(text))
 
 
-def render_chat(messages: Sequence[dict[str, Any]]) -> str:
-    """A ChatML-like template: what the engine actually prefills for a chat request."""
-    parts = [
-        f"<|im_start|>{message.get('role', 'user')}\n{message_text(message)}<|im_end|>\n"
+def render_chat(messages: Sequence[dict[str, Any]], tools: Sequence[Any] = ()) -> str:
+    """A ChatML-like template: what the engine actually prefills for a chat request.
+
+    The tools' definitions come first, as chat templates put them in the system turn, so a
+    request pays for them in prompt tokens; an assistant turn's tool calls are rendered as the
+    tokens that produced them (ToolCall.tokens), so the next turn's prompt starts with what the
+    engine already holds.
+    """
+    parts = (
+        [f"<|im_start|>tools\n{orjson.dumps(list(tools)).decode()}<|im_end|>\n"] if tools else []
+    )
+    parts += [
+        f"<|im_start|>{message.get('role', 'user')}\n{_turn_text(message)}<|im_end|>\n"
         for message in messages
     ]
     parts.append("<|im_start|>assistant\n")
     return "".join(parts)
+
+
+def _turn_text(message: dict[str, Any]) -> str:
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        return message_text(message)
+    functions = [call.get("function") for call in calls if isinstance(call, dict)]
+    said = [
+        f"{f.get('name', '')}{f.get('arguments', '')}" for f in functions if isinstance(f, dict)
+    ]
+    return message_text(message) + "".join(said)
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -66,16 +88,54 @@ def message_text(message: dict[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """The one tool call an answer makes: the function's name and its JSON arguments."""
+
+    name: str
+    arguments: str
+
+    def tokens(self) -> tuple[str, ...]:
+        """What the engine generates for it, counted like any answer (usage, KV, steps): the
+        name's tokens, then the arguments'."""
+        return (*tokenize(self.name), *tokenize(self.arguments))
+
+
+@dataclass(frozen=True)
 class OutputPlan:
     """The whole answer a sequence will produce, decided when it arrives."""
 
     tokens: tuple[str, ...]
-    finish_reason: str  # "stop" or "length"
+    finish_reason: str  # "stop", "length" or "tool_calls"
     stop_sequence: str | None = None  # the stop string the answer was cut at (Anthropic says it)
+    call: ToolCall | None = None  # the tokens are this call's, not text
 
     @property
     def text(self) -> str:
         return "".join(self.tokens)
+
+    @property
+    def name_tokens(self) -> int:
+        """How many leading tokens spell the call's name (0 for a text answer)."""
+        return count_tokens(self.call.name) if self.call else 0
+
+    def call_so_far(self, generated: int) -> ToolCall | None:
+        """The call as far as `generated` tokens go: none until its name is whole (as engines'
+        tool parsers, which send nothing of a call before its name), then its arguments so far."""
+        if self.call is None or generated < self.name_tokens:
+            return None
+        return ToolCall(self.call.name, "".join(self.tokens[self.name_tokens : generated]))
+
+
+def plan_call(call: ToolCall, limit: int | None) -> OutputPlan:
+    """A tool call's answer: finish "tool_calls", or "length" when `limit` cuts it short.
+
+    A call ends when its arguments are whole, so max_tokens only caps it (an engine's ignore_eos
+    does not lengthen a call either); stop strings apply to text, not to a call.
+    """
+    tokens = call.tokens()
+    if limit is not None and limit < len(tokens):
+        return OutputPlan(tokens[:limit], "length", call=call)
+    return OutputPlan(tokens, "tool_calls", call=call)
 
 
 def request_seed(model: str, prompt: str, seed: int | None, temperature: float) -> int:
@@ -116,7 +176,7 @@ def plan_output(
 def _sentence_word(rng: random.Random, index: int) -> str:
     if index > 0 and rng.random() < 0.08:
         return "."
-    return rng.choice(_VOCABULARY)
+    return rng.choice(VOCABULARY)
 
 
 def _cut_at_stop(tokens: list[str], stop: Sequence[str]) -> tuple[list[str], str] | None:

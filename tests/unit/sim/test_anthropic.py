@@ -151,7 +151,7 @@ def test_a_key_and_a_version_are_required() -> None:
 def test_a_stream_is_anthropics_event_sequence() -> None:
     wire = AnthropicFormat("r1", "claude", input_tokens=7)
     seq = finished((" Hello", " there"), "stop")
-    data = wire.first() + wire.piece(" Hello") + wire.piece(" there", "stop")
+    data = wire.first() + wire.piece(seq, 0) + wire.piece(seq, 1)
     data += wire.end(seq) + wire.last((seq,))
     got = events(data)
     assert [name for name, _ in got] == [

@@ -15,7 +15,7 @@ from proxy.sim.requests import (
     parse_keep_alive,
     parse_ollama,
 )
-from proxy.sim.tokens import render_chat
+from proxy.sim.tokens import ToolCall, render_chat
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
 
@@ -67,9 +67,10 @@ def test_a_full_chat_request_is_parsed() -> None:
             stream=True,
             stream_options={"include_usage": True},
             n=1,
-            tools=[{"type": "function"}],  # accepted and ignored
+            tools=[{"type": "function", "function": {"name": "lookup"}}],  # not named: no call
         )
     )
+    assert request.call is None
     assert (request.max_tokens, request.stop, request.seed) == (20, ("\n", "END"), 7)
     assert (request.temperature, request.stream, request.include_usage) == (0.0, True, True)
 
@@ -164,6 +165,54 @@ def test_content_parts_and_null_content_are_accepted() -> None:
         {"role": "assistant", "content": None, "tool_calls": []},
     ]
     assert parse_chat(chat(messages=messages)).prompt == render_chat(messages)
+
+
+def test_a_chat_with_tools_pays_for_them_in_its_prompt_and_may_call_one() -> None:
+    tools = [{"type": "function", "function": {"name": "lookup"}}]
+    request = parse_chat(chat(tools=tools, tool_choice="required"))
+    assert request.prompt == render_chat(MESSAGES, tools)
+    assert request.call == ToolCall("lookup", "{}")
+    assert parse_chat(chat(tools=tools)).call is None  # auto, and "Hi" names no function
+
+
+def test_a_bad_tool_is_a_400() -> None:
+    assert rejected_param(parse_chat, chat(tools=[{"type": "function"}])) == "tools[0].function"
+    assert rejected_param(parse_chat, chat(tool_choice="required")) == "tool_choice"
+
+
+@pytest.mark.parametrize(
+    ("fields", "top"),
+    [
+        ({}, None),
+        ({"logprobs": False}, None),
+        ({"logprobs": None, "top_logprobs": None}, None),
+        ({"logprobs": True}, 0),
+        ({"logprobs": True, "top_logprobs": 5}, 5),
+        ({"logprobs": True, "top_logprobs": 20}, 20),
+    ],
+)
+def test_logprobs_and_how_many_alternatives(fields: dict[str, Any], top: int | None) -> None:
+    assert parse_chat(chat(**fields)).logprobs == top
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"logprobs": "yes"}, "logprobs"),
+        ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+        ({"logprobs": True, "top_logprobs": -1}, "top_logprobs"),
+        ({"logprobs": True, "top_logprobs": 2.5}, "top_logprobs"),
+        ({"top_logprobs": 2}, "logprobs"),
+        ({"logprobs": False, "top_logprobs": 2}, "logprobs"),
+    ],
+)
+def test_bad_logprobs_are_a_400(fields: dict[str, Any], param: str) -> None:
+    assert rejected_param(parse_chat, chat(**fields)) == param
+
+
+def test_a_completions_request_has_no_chat_logprobs() -> None:
+    (request,) = parse_completions(completion("p", logprobs=3))
+    assert request.logprobs is None
 
 
 # -- parse_completions ------------------------------------------------------------------------

@@ -11,8 +11,9 @@ import pytest
 from proxy.errors import Overloaded
 from proxy.sim.engine import Engine, Sequence
 from proxy.sim.profile import build_profile
-from proxy.sim.requests import parse_completions
+from proxy.sim.requests import parse_chat, parse_completions
 from proxy.sim.simulator import ContextTooLong, Simulator
+from proxy.sim.tokens import ToolCall, plan_call, tokenize
 
 
 class Clock:
@@ -124,3 +125,48 @@ async def test_a_queue_too_full_for_the_batch_takes_none_of_it() -> None:
     step(host.engine)
     assert not host.engine.waiting
     assert dict(host.engine.stats.finished) == {"abort": 2}
+
+
+# -- tool calls -------------------------------------------------------------------------------
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+
+
+def calling(**fields: Any) -> Any:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [WEATHER]}
+    return (parse_chat({**body, "tool_choice": "required", **fields}),)
+
+
+@pytest.mark.parametrize("distribution", ["exponential", "echo"])
+async def test_a_called_tool_is_the_answer_whatever_the_profile(distribution: str) -> None:
+    sim, _ = simulator(output_distribution=distribution)
+    _, (seq,) = await sim.start(calling(), streaming=False)
+    assert seq.output == plan_call(ToolCall("get_weather", '{"city":"example city"}'), None)
+    assert seq.output.finish_reason == "tool_calls"
+
+
+async def test_a_call_runs_through_the_engine_one_token_per_step_like_text() -> None:
+    sim, _ = simulator()
+    engine, (seq,) = await sim.start(calling(max_tokens=1000), streaming=False)
+    steps = 0
+    while not seq.ended:
+        step(engine)
+        steps += 1
+    assert seq.generated == len(seq.output.tokens) == steps  # prefill + first token, then one each
+    assert seq.finish_reason == "tool_calls"
+
+
+async def test_a_call_longer_than_max_tokens_or_the_context_is_cut() -> None:
+    sim, _ = simulator()
+    _, (seq,) = await sim.start(calling(max_tokens=4), streaming=False)
+    assert (len(seq.output.tokens), seq.output.finish_reason) == (4, "length")
+    prompt = len(tokenize(calling()[0].prompt))
+    sim, _ = simulator(max_model_len=prompt + 5)
+    _, (seq,) = await sim.start(calling(), streaming=False)
+    assert (len(seq.output.tokens), seq.output.finish_reason) == (5, "length")

@@ -5,10 +5,12 @@ import math
 import pytest
 
 from proxy.sim.tokens import (
+    ToolCall,
     count_tokens,
     embed,
     message_text,
     natural_length,
+    plan_call,
     plan_output,
     render_chat,
     request_seed,
@@ -93,6 +95,27 @@ def test_render_chat_defaults_a_missing_role_to_user() -> None:
     assert render_chat([{"content": "x"}]).startswith("<|im_start|>user\nx<|im_end|>")
 
 
+def test_render_chat_puts_the_tools_first_and_a_tool_call_as_its_tokens() -> None:
+    tools = [{"type": "function", "function": {"name": "f"}}]
+    call = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call, "not a call"]},
+    ]
+    assert render_chat(messages, tools) == (
+        '<|im_start|>tools\n[{"type":"function","function":{"name":"f"}}]<|im_end|>\n'
+        "<|im_start|>user\ngo<|im_end|>\n"
+        '<|im_start|>assistant\nf{"a":1}<|im_end|>\n'
+        "<|im_start|>assistant\n"
+    )
+
+
+def test_a_called_turn_sent_back_retokenizes_to_what_the_engine_generated() -> None:
+    prompt = render_chat([{"role": "user", "content": "go"}])
+    plan = plan_call(ToolCall("get_weather", '{"city":"Paris"}'), None)
+    assert tokenize(prompt + plan.text) == tokenize(prompt) + list(plan.tokens)
+
+
 def test_message_text_joins_content_parts() -> None:
     message = {"role": "user", "content": [{"type": "text", "text": "look"}, {"text": "here"}]}
     assert message_text(message) == "look here"
@@ -100,6 +123,46 @@ def test_message_text_joins_content_parts() -> None:
 
 def test_message_text_of_missing_content_is_empty() -> None:
     assert message_text({"role": "assistant", "content": None}) == ""
+
+
+# -- plan_call --------------------------------------------------------------------------------
+
+CALL = ToolCall("get_weather", '{"city":"Paris"}')
+
+
+def test_a_call_is_its_names_tokens_then_its_arguments_and_finishes_with_tool_calls() -> None:
+    plan = plan_call(CALL, None)
+    assert plan.tokens == (
+        "get",
+        "_",
+        "weather",
+        "{",
+        '"',
+        "city",
+        '"',
+        ":",
+        '"',
+        "Paris",
+        '"',
+        "}",
+    )
+    assert (plan.finish_reason, plan.call, plan.name_tokens) == ("tool_calls", CALL, 3)
+    assert plan.call_so_far(len(plan.tokens)) == CALL
+
+
+def test_max_tokens_only_caps_a_call() -> None:
+    assert plan_call(CALL, 100) == plan_call(CALL, None)
+    cut = plan_call(CALL, 6)
+    assert (cut.finish_reason, len(cut.tokens)) == ("length", 6)
+    assert cut.call_so_far(6) == ToolCall("get_weather", '{"city')
+
+
+def test_a_call_is_made_once_its_name_is_whole() -> None:
+    plan = plan_call(CALL, None)
+    assert plan.call_so_far(2) is None
+    assert plan.call_so_far(3) == ToolCall("get_weather", "")
+    assert plan_output(1, 3, 3).call_so_far(3) is None  # a text answer makes no call
+    assert plan_output(1, 3, 3).name_tokens == 0
 
 
 # -- plan_output ------------------------------------------------------------------------------
