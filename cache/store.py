@@ -122,7 +122,6 @@ class AnswerCache:
     bounds: CacheBounds = CacheBounds()
     exact_up_to: int = EXACT_UP_TO  # vectors a context's index holds before it is approximate
     verifier: Verifies | None = None  # None: a similar question the guard accepts is served
-    agrees: float = AGREES  # the verifier's score at or above which it is
 
     def __post_init__(self) -> None:
         self._scopes: dict[str, OrderedDict[str, Entry]] = {}
@@ -266,9 +265,9 @@ class AnswerCache:
             self.stats.unverified += len(similar)
             return None
         self.stats.verified += len(similar)
-        self.stats.disagreed += int((scores < self.agrees).sum())
+        self.stats.disagreed += int((scores < AGREES).sum())
         for (entry, similarity), score in zip(similar, scores, strict=True):
-            if score >= self.agrees and self._by_id.get(entry.ident) is entry:  # not evicted
+            if score >= AGREES and self._by_id.get(entry.ident) is entry:  # not evicted
                 return self._served(entry, similarity)
         return None
 

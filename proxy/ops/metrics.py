@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from cache.store import CacheStats
+from cache.verifier import STEPS, Verifier
 from proxy.services import Services
 
 _BREAKER_STATES = ("closed", "half_open", "open")
@@ -114,6 +115,8 @@ class ServicesCollector(Collector):
         yield refused
         yield _referee(stats)
         yield _verifier(stats)
+        if isinstance(answers.verifier, Verifier):
+            yield _verifier_steps(answers.verifier)
         entries = GaugeMetricFamily("overspill_cache_entries", "Answers in the cache.")
         entries.add_metric([], len(answers.cache))
         yield entries
@@ -183,3 +186,16 @@ def _verifier(stats: CacheStats) -> Metric:
     ):
         verified.add_metric([outcome], count)
     return verified
+
+
+def _verifier_steps(verifier: Verifier) -> Metric:
+    steps = CounterMetricFamily(
+        "overspill_cache_verifier_verdicts",
+        "The answer verifier's verdicts by the step that gave them: fast (its int8 reading "
+        "refused alone), one_way (fp32 refused reading the stored question first), both_ways "
+        "(fp32 read both orders: every pair served, and the rest).",
+        labels=["step"],
+    )
+    for step in STEPS:
+        steps.add_metric([step], verifier.steps[step])
+    return steps
