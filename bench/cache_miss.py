@@ -198,6 +198,8 @@ class Row:
     misses: int  # of the cached proxy's requests (the others were semantic hits)
     requests: int
     refereed: float  # share of its lookups the reference model settled
+    verified: float  # ... whose nearest candidate the answer verifier read
+    read_twice: float  # ... which its first reading agreed on, so it read the other way too
     approximate: bool
     rss_mb: tuple[float, float]
 
@@ -294,6 +296,8 @@ async def measure_size(
         f"engine: {served}, forwarded {misses}+{plain_requests}"
     )
     refereed = (status1["refereed"] - status0["refereed"]) / max(lookups, 1)
+    verified = (status1["verified"] - status0["verified"]) / max(lookups, 1)
+    twice = [read_twice(status) for status in (status0, status1)]
     return Row(
         entries,
         (pct(latencies[0], 0.5), pct(latencies[1], 0.5)),
@@ -304,6 +308,8 @@ async def measure_size(
         misses,
         requests,
         refereed,
+        verified,
+        (twice[1] - twice[0]) / max(lookups, 1),
         bool(status1.get("indexes_approximate")),
         (rss_mb(pids[0]), rss_mb(pids[1])),
     )
@@ -345,6 +351,8 @@ def report(rows: list[Row]) -> str:
         "exact-only req/s",
         "CPU/miss c=64",
         "refereed",
+        "verified",
+        "read twice",
         "misses",
         "approximate",
         "RSS MB",
@@ -365,6 +373,8 @@ def report(rows: list[Row]) -> str:
                 r.rate[1],
                 r.cpu64_ms[0],
                 f"{r.refereed:.1%}",
+                f"{r.verified:.1%}",
+                f"{r.read_twice:.1%}",
                 f"{r.misses}/{r.requests}",
                 r.approximate,
                 r.rss_mb[0],
@@ -410,11 +420,19 @@ def save(rows: list[Row]) -> Path:
     return path
 
 
+def read_twice(status: dict[str, Any]) -> int:
+    """The answer verifier's verdicts that took both readings (0 without a verifier)."""
+    verdicts = status.get("verifier_verdicts")
+    return int(verdicts.get("both_ways", 0)) if isinstance(verdicts, dict) else 0
+
+
 def load(path: Path) -> list[Row]:
     rows = []
     for saved in json.loads(path.read_text()):
         values: dict[str, Any] = {
-            k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()
+            "verified": 0.0,
+            "read_twice": 0.0,  # runs saved before these were measured
+            **{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()},
         }
         rows.append(Row(**{f.name: values[f.name] for f in dataclasses.fields(Row)}))
     return rows

@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = encoder.encode([r["a"] for r in rows])
     second = encoder.encode([r["b"] for r in rows])
     cosines = (first * second).sum(axis=1)
-    verifier = load_verifier(args.model).exact  # fp32: the verdicts that serve
+    verifier = load_verifier(args.model)
     verdicts = agreement(verifier, [(r["a"], r["b"]) for r in rows])
     print(f"{TRUTH.name}, split {args.split}: {len(rows)} pairs\n")
     print(sweep(rows, cosines, verdicts))

@@ -248,7 +248,7 @@ def export(staging: Path) -> None:
     reference = onnx_encoder(fp32, tokenizer)
     # fp32 must reproduce torch (a broken trace shows here); int8 must come close.
     _check(reference, expected, floor=0.9999)
-    quantise(fp32, int8)
+    _quantise(fp32, int8)
     fast = onnx_encoder(int8, tokenizer)
     _check(fast, expected, floor=0.95)
     manifest = {**_manifest(), "shift": asdict(measure_shift(fast, reference, CALIBRATION))}
@@ -302,8 +302,7 @@ def _features(texts: Sequence[str]) -> tuple[npt.NDArray[np.int64], ...]:
     )
 
 
-def quantise(source: Path, target: Path) -> None:
-    """Dynamic int8 by _RECIPE's quantisation (also the answer verifier's fast copy)."""
+def _quantise(source: Path, target: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic  # type: ignore[import-untyped]
 
     quantize_dynamic(

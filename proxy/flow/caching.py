@@ -31,7 +31,7 @@ from cache.referee import (
     referee_margin,
 )
 from cache.store import AnswerCache, CacheBounds, Hit, Miss
-from cache.verifier import Models, Verifier, Verifies, load_verifier
+from cache.verifier import OnnxVerifier, Verifier, Verifies, load_verifier
 from cache.verifier_model import make, verifier_folder
 from policies.model import CacheRule, Policy
 from proxy.endpoints import ENDPOINTS
@@ -166,7 +166,7 @@ def on_demand_verifier(home: Path) -> Verifier:
     """The answer verifier, loaded in its own thread with the embedder; made there first (in a
     child process, minutes) if this home has none yet: until then, no semantic hits."""
 
-    def load() -> Models:
+    def load() -> OnnxVerifier:
         folder = verifier_folder(home)
         make(folder)
         return load_verifier(folder)

@@ -15,6 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from cache.verifier import STEPS, Verifier
 from policies.identity import Identity
 from policies.model import Backend
 from proxy.endpoints import ENDPOINTS, Endpoint, endpoint_named
@@ -202,6 +203,12 @@ def _cache_status(services: Services) -> dict[str, Any]:
         "referee_ready": answers.referee.embeds.ready if answers.referee else None,
         # Loaded (made first, if it must be) with the embedder; until it is, no semantic hits.
         "verifier_ready": answers.verifier.ready if answers.verifier else None,
+        # How many readings its verdicts took: one when the first refused, two when it agreed.
+        "verifier_verdicts": (
+            {step: answers.verifier.steps[step] for step in STEPS}
+            if isinstance(answers.verifier, Verifier)
+            else None
+        ),
         "path": str(services.cache_path) if services.cache_path else None,
         "in_flight_shared": len(answers.coalescer.flights),
         **vars(answers.cache.stats),

@@ -10,8 +10,6 @@ import sys
 from typing import Any
 
 from cache.encoders import EmbedderError
-from cache.verifier import MODEL_FILE
-from cache.verifier_fast import current as fast_current
 from cache.verifier_model import complete, make, verifier_folder
 from proxy.home import overspill_home
 
@@ -34,7 +32,7 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     folder = verifier_folder(overspill_home())
     if args.check:
-        current = complete(folder) and fast_current(folder, MODEL_FILE)
+        current = complete(folder)
         print(f"{folder}: {'current' if current else 'missing or out of date'}")
         return 0 if current else 1
     logging.basicConfig(level=logging.WARNING, format="%(message)s")

@@ -191,9 +191,9 @@ def _verifier(stats: CacheStats) -> Metric:
 def _verifier_steps(verifier: Verifier) -> Metric:
     steps = CounterMetricFamily(
         "overspill_cache_verifier_verdicts",
-        "The answer verifier's verdicts by the step that gave them: fast (its int8 reading "
-        "refused alone), one_way (fp32 refused reading the stored question first), both_ways "
-        "(fp32 read both orders: every pair served, and the rest).",
+        "The answer verifier's verdicts by how many readings they took: one_way (the first, "
+        "stored question first, refused), both_ways (it agreed, so the other order was read: "
+        "every pair served, and those the second reading refused).",
         labels=["step"],
     )
     for step in STEPS:

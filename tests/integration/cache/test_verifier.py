@@ -17,15 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cache.verifier import (
-    AGREES,
-    Models,
-    OnnxVerifier,
-    ScoresPairs,
-    agreement,
-    load_verifier,
-    verdicts,
-)
+from cache.verifier import AGREES, OnnxVerifier, agreement, load_verifier, verdicts
 from cache.verifier_model import complete, verifier_folder
 from proxy.home import overspill_home
 
@@ -45,15 +37,10 @@ DIFFERENT = [
 
 
 @pytest.fixture(scope="module")
-def models() -> Models:
+def verifier() -> OnnxVerifier:
     folder = verifier_folder(overspill_home())
     assert complete(folder), f"no current verifier in {folder}: run `overspill verifier`"
     return load_verifier(folder)
-
-
-@pytest.fixture(scope="module")
-def verifier(models: Models) -> ScoresPairs:
-    return models.exact
 
 
 def test_paraphrases_are_agreed_and_one_swapped_word_is_not(verifier: OnnxVerifier) -> None:
@@ -61,21 +48,17 @@ def test_paraphrases_are_agreed_and_one_swapped_word_is_not(verifier: OnnxVerifi
     assert (agreement(verifier, DIFFERENT) < AGREES).all(), agreement(verifier, DIFFERENT)
 
 
-def test_the_fast_copy_refuses_far_pairs_alone_and_changes_no_decision(models: Models) -> None:
-    """`overspill verifier` made the int8 copy and measured its margin here; with it, the
-    cascade decides every pair as both fp32 readings do, and refuses the plainest near-misses
-    (int8 reads them ~6 logits below the boundary here) without fp32."""
-    assert models.fast is not None
-    assert 0 < models.margin < 5, models.margin
+def test_a_pair_costs_a_second_reading_only_when_the_first_agrees(verifier: OnnxVerifier) -> None:
+    """Decided as both readings decide; the plainest near-misses in one run."""
     plain = [
         ("How many calories are in a banana?", "How many calories are in an apple?"),
         ("What is the population of France?", "What is the population of Germany?"),
     ]
     pairs = SAME + DIFFERENT + plain
-    found = verdicts(models, pairs)
-    assert [v.score >= AGREES for v in found] == (agreement(models.exact, pairs) >= AGREES).tolist()
-    assert [v.step for v in found[-len(plain) :]] == ["fast"] * len(plain)
-    assert all(v.step == "both_ways" for v in found[: len(SAME)])  # served: fp32 read both ways
+    found = verdicts(verifier, pairs)
+    assert [v.score >= AGREES for v in found] == (agreement(verifier, pairs) >= AGREES).tolist()
+    assert [v.step for v in found[: len(SAME)]] == ["both_ways"] * len(SAME)
+    assert [v.step for v in found[-len(plain) :]] == ["one_way"] * len(plain)
 
 
 def test_a_batch_scores_each_pair_as_it_would_be_alone(verifier: OnnxVerifier) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,25 +13,7 @@ import numpy as np
 import pytest
 
 from cache.encoders import EmbedderError
-from cache.verifier import (
-    AGREES,
-    MODEL_FILE,
-    Models,
-    Verifier,
-    agreement,
-    refused_fast,
-    verdicts,
-)
-from cache.verifier_fast import (
-    FAST_FILE,
-    FAST_MANIFEST,
-    RECIPE,
-    Stray,
-    current,
-    exact_digest,
-    fast_margin,
-    read_margin,
-)
+from cache.verifier import AGREES, MODEL_FILE, Verifier, agreement, verdicts
 from cache.verifier_model import complete, make
 from cache.verifier_training import MANIFEST_FILE, recipe
 
@@ -56,10 +37,10 @@ async def test_the_model_loads_once_in_the_background_and_then_scores() -> None:
     release = threading.Event()
     loads = []
 
-    def factory() -> Models:
+    def factory() -> LengthModel:
         loads.append(1)
         release.wait(10)
-        return Models(LengthModel())
+        return LengthModel()
 
     verifier = Verifier(factory)
     assert not verifier.ready
@@ -75,7 +56,7 @@ async def test_the_model_loads_once_in_the_background_and_then_scores() -> None:
 
 
 async def test_a_model_that_fails_to_load_fails_every_verdict() -> None:
-    def factory() -> Models:
+    def factory() -> LengthModel:
         raise OSError("no such model")
 
     verifier = Verifier(factory)
@@ -101,9 +82,8 @@ def test_agreement_is_the_lower_of_both_readings() -> None:
 
 
 async def test_the_front_scores_by_agreement() -> None:
-    verifier = Verifier(lambda: Models(FirstLonger()))
+    verifier = Verifier(FirstLonger)
     assert (await verifier.scores("short", ["a longer one"])).tolist() == pytest.approx([0.2])
-    assert verifier.fast is False
 
 
 class Recorded:
@@ -118,43 +98,29 @@ class Recorded:
         return np.array([self.table[pair] for pair in pairs], dtype=np.float32)
 
 
-def test_each_step_reads_only_what_the_steps_before_could_not_refuse() -> None:
-    far, near, one_way, served, other_way = (("s", q) for q in "abcde")
-    fast = Recorded({far: 0.001, near: 0.2, one_way: 0.9, served: 0.9, other_way: 0.6})
-    exact = Recorded(
-        {near: 0.9, ("b", "s"): 0.95, one_way: 0.3, served: 0.8, ("d", "s"): 0.7}
-        | {other_way: 0.6, ("e", "s"): 0.1}
+def test_the_other_way_is_read_only_for_pairs_the_first_agreed_on() -> None:
+    refused, served, second_refuses = (("s", q) for q in "abc")
+    model = Recorded(
+        {refused: 0.3, served: 0.8, ("b", "s"): 0.7, second_refuses: 0.9, ("c", "s"): 0.1}
     )
-    pairs = [far, near, one_way, served, other_way]
-    found = verdicts(Models(exact, fast, margin=4.0), pairs)
-    assert [v.step for v in found] == ["fast", "both_ways", "one_way", "both_ways", "both_ways"]
-    assert [v.score for v in found] == pytest.approx([0.001, 0.9, 0.3, 0.7, 0.1])
-    assert fast.read == pairs  # int8 reads every pair once, one way
-    # fp32 never reads what int8 refused, and the other way only after one way agreed
-    assert exact.read == [near, one_way, served, other_way, ("b", "s"), ("d", "s"), ("e", "s")]
+    found = verdicts(model, [refused, served, second_refuses])
+    assert [v.step for v in found] == ["one_way", "both_ways", "both_ways"]
+    assert [v.score for v in found] == pytest.approx([0.3, 0.7, 0.1])
+    assert model.read == [refused, served, second_refuses, ("b", "s"), ("c", "s")]
+    assert verdicts(model, []) == []
 
 
-def test_a_fast_reading_near_the_boundary_refuses_nothing() -> None:
-    """0.2 is 1.4 logits below the boundary: within a margin of 4, fp32 decides (and serves)."""
-    assert refused_fast(0.001, 4.0)
-    assert not refused_fast(0.2, 4.0)
-    assert not refused_fast(0.0, math.inf)  # no measured margin: int8 refuses nothing
-
-
-def test_the_decisions_are_those_of_both_readings_whatever_the_steps() -> None:
-    """Without a fast copy the cascade decides as `agreement` does, pair for pair."""
+def test_the_decisions_are_those_of_both_readings() -> None:
     pairs = [("a longer one", "short"), ("short", "a longer one"), ("abc", "xyz"), ("ab", "abc")]
     for model in (FirstLonger(), LengthModel()):
         expected = agreement(model, pairs) >= AGREES
-        found = [v.score >= AGREES for v in verdicts(Models(model), pairs)]
-        assert found == expected.tolist()
+        assert [v.score >= AGREES for v in verdicts(model, pairs)] == expected.tolist()
 
 
-def test_the_margin_doubles_the_largest_stray_seen_and_adds_at_least_a_logit() -> None:
-    assert fast_margin(Stray(max=2.13, p99=1.06, pairs=1310)) == 4.26
-    assert fast_margin(Stray(max=0.3, p99=0.1, pairs=10)) == 1.3
-    with pytest.raises(ValueError, match="not a measured stray"):
-        Stray(max=float("nan"), p99=0.0, pairs=3)
+async def test_the_front_counts_verdicts_by_step() -> None:
+    verifier = Verifier(FirstLonger)
+    await verifier.scores("short", ["a longer one", "tiny"])
+    assert verifier.steps == {"both_ways": 1, "one_way": 1}
 
 
 def write_model(folder: Path, manifest: object) -> None:
@@ -192,23 +158,3 @@ def test_making_it_without_the_labelled_pairs_says_what_is_missing(tmp_path: Pat
     with pytest.raises(EmbedderError, match=r"making it \(once\) needs .*pairs\.jsonl"):
         make(tmp_path / "verifier", [absent])
     assert not (tmp_path / "verifier").exists()
-
-
-def test_a_fast_copy_counts_only_whole_and_made_from_the_verifier_beside_it(
-    tmp_path: Path,
-) -> None:
-    (tmp_path / MODEL_FILE).write_bytes(b"an fp32 verifier")
-    assert read_margin(tmp_path) is None
-    assert not current(tmp_path, MODEL_FILE)
-    made_from = exact_digest(tmp_path, MODEL_FILE)
-    stray = {"max": 2.13, "p99": 1.06, "pairs": 1310}
-    manifest = {"recipe": RECIPE, "from": made_from, "stray": stray}
-    (tmp_path / FAST_MANIFEST).write_text(json.dumps(manifest))
-    assert read_margin(tmp_path) is None  # a manifest without its model
-    (tmp_path / FAST_FILE).write_bytes(b"its int8 copy")
-    assert read_margin(tmp_path) == 4.26
-    assert current(tmp_path, MODEL_FILE)
-    (tmp_path / MODEL_FILE).write_bytes(b"another fp32 verifier")
-    assert not current(tmp_path, MODEL_FILE)  # a new verifier: a new copy is made
-    (tmp_path / FAST_MANIFEST).write_text(json.dumps({**manifest, "recipe": {"format": 0}}))
-    assert not current(tmp_path, MODEL_FILE)
