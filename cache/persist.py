@@ -82,6 +82,7 @@ def _record(entry: Entry) -> dict[str, object]:
         "created": entry.created,
         "expires": entry.expires,
         "vector": vector,
+        "usage_unknown": entry.usage_unknown,
     }
 
 
@@ -97,7 +98,9 @@ def _entry(record: dict[str, object]) -> Entry:
     created, expires = record["created"], record["expires"]
     if not isinstance(created, float | int) or not isinstance(expires, float | int):
         raise TypeError("created and expires must be numbers")
-    return Entry(0, keys, str(record["answer"]).encode(), float(created), float(expires), vector)
+    answer = str(record["answer"]).encode()
+    unknown = record.get("usage_unknown") is True  # absent in files written before it was kept
+    return Entry(0, keys, answer, float(created), float(expires), vector, unknown)
 
 
 def _optional(value: object) -> str | None:

@@ -22,6 +22,7 @@ picks the candidate it reads, so the proxy runs no referee then (proxy/services.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import time
@@ -68,6 +69,9 @@ class Entry:
     created: float  # wall-clock seconds, so that TTLs hold across a restart
     expires: float
     vector: Vector | None = None
+    # Assembled from a stream whose client did not ask for usage: the answer cannot say how
+    # many tokens it used, so it serves only clients that are not told (cache.lookup).
+    usage_unknown: bool = False
 
 
 def footprint(entry: Entry) -> int:
@@ -98,6 +102,7 @@ async def _embedded(embeds: Embeds, text: str, known: Vector | None) -> Vector:
 
 @dataclass
 class CacheStats:
+    stored: int = 0  # answers kept (one replacing an older answer to its question too)
     hits_exact: int = 0
     hits_semantic: int = 0
     misses: int = 0
@@ -144,8 +149,14 @@ class AnswerCache:
         """Entries the semantic layer can find (their question is embedded)."""
         return sum(len(index) for index in self._contexts.values())
 
-    async def lookup(self, keys: CacheKeys, rule: CacheRule, semantic: bool) -> Hit | Miss:
+    async def lookup(
+        self, keys: CacheKeys, rule: CacheRule, semantic: bool, needs_usage: bool = False
+    ) -> Hit | Miss:
+        """`needs_usage`: the client must be told the answer's usage (a whole answer, or a stream
+        that asked for it), so an answer without it is no hit: its own answer replaces it."""
         entry = self._live(keys.scope, keys.exact) if rule.exact else None
+        if entry is not None and needs_usage and entry.usage_unknown:
+            entry = None
         if entry is not None:
             self.stats.hits_exact += 1
             return Hit("exact", entry.answer, 1.0)
@@ -161,14 +172,16 @@ class AnswerCache:
             self.stats.misses += 1
             return Miss()
         vector = await self.embedder.embed(keys.query)
-        found = await self._similar(keys, vector, rule.threshold)
+        found = await self._similar(keys, vector, rule.threshold, needs_usage)
         if isinstance(found, Hit):
             self.stats.hits_semantic += 1
             return found
         self.stats.misses += 1
         return Miss(vector, found)
 
-    async def _similar(self, keys: CacheKeys, vector: Vector, threshold: float) -> Hit | str:
+    async def _similar(
+        self, keys: CacheKeys, vector: Vector, threshold: float, needs_usage: bool = False
+    ) -> Hit | str:
         """The nearest entry of the same context that is similar enough, that the guard accepts
         and the verifier (when there is one) agrees answers the question; else why a similar one
         was refused ("" when none was similar)."""
@@ -188,7 +201,7 @@ class AnswerCache:
             entry = self._by_id.get(ident)
             if verdict is False or entry is None or entry.keys.query is None:
                 continue
-            if self._expired(entry):
+            if self._expired(entry) or (needs_usage and entry.usage_unknown):
                 continue
             # The guard first: microseconds, where the referee takes milliseconds.
             reason = conflict(entry.keys.query, question)
@@ -272,24 +285,36 @@ class AnswerCache:
         return None
 
     async def insert(
-        self, keys: CacheKeys, rule: CacheRule, answer: bytes, vector: Vector | None = None
+        self,
+        keys: CacheKeys,
+        rule: CacheRule,
+        answer: bytes,
+        vector: Vector | None = None,
+        usage_unknown: bool = False,
     ) -> None:
         """Keep a complete answer: in the exact layer at once, in the semantic one as soon as
         its question is embedded (when the lookup did not do it already)."""
         now = self.clock()
         semantic = rule.semantic and keys.context is not None and keys.query is not None
         entry = Entry(
-            next(self._ids), keys, answer, now, now + rule.ttl_s, vector if semantic else None
+            next(self._ids),
+            keys,
+            answer,
+            now,
+            now + rule.ttl_s,
+            vector if semantic else None,
+            usage_unknown,
         )
         if not self._store(entry):
             return
+        self.stats.stored += 1
         # the scope's own bound first: what it evicts may bring the whole cache within its own
         self._bound(keys.scope, rule.max_entries)
         self._trim()
         if semantic and vector is None and self.embedder is not None:
             vector = await self.embedder.embed(keys.query or "")
             if self._by_id.get(entry.ident) is entry:  # still there after the wait
-                self.add(Entry(entry.ident, keys, answer, entry.created, entry.expires, vector))
+                self.add(dataclasses.replace(entry, vector=vector))
 
     def _bound(self, scope_key: str, max_entries: int) -> None:
         scope = self._scopes[scope_key]
@@ -384,16 +409,7 @@ class AnswerCache:
 
     def restore(self, entries: list[Entry]) -> None:
         for entry in entries:
-            self.add(
-                Entry(
-                    next(self._ids),
-                    entry.keys,
-                    entry.answer,
-                    entry.created,
-                    entry.expires,
-                    entry.vector,
-                )
-            )
+            self.add(dataclasses.replace(entry, ident=next(self._ids)))
 
     def sweep(self) -> int:
         """Drop the expired entries (lookups drop those they meet; this finds the others)."""

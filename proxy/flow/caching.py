@@ -67,6 +67,7 @@ class Caching:
     keys: CacheKeys
     rule: CacheRule
     flight: str  # requests with the same flight key may share an upstream call
+    needs_usage: bool = True  # the client is told the answer's usage (not a stream without it)
 
 
 def version(policy: Policy, model: str) -> str:
@@ -162,6 +163,11 @@ def embedders(kind: EncoderKind, home: Path) -> tuple[OnDemandEmbedder, Referee 
     return fast, referee
 
 
+def _usage_asked(request: ProxyRequest) -> bool:
+    options = request.body.get("stream_options")
+    return isinstance(options, dict) and bool(options.get("include_usage"))
+
+
 def on_demand_verifier(home: Path) -> Verifier:
     """The answer verifier, loaded in its own thread with the embedder; made there first (in a
     child process, minutes) if this home has none yet: until then, no semantic hits."""
@@ -206,12 +212,14 @@ class Answers:
         )
         delivery = orjson.dumps([request.stream, request.body.get("stream_options")])
         flight = f"{keys.exact}:{level}:{delivery.decode()}"
-        return Caching(plan, keys, rule, flight)
+        return Caching(plan, keys, rule, flight, not request.stream or _usage_asked(request))
 
     async def lookup(self, caching: Caching) -> Hit | Miss:
         if not caching.plan.lookup:
             return Miss()
-        return await self.cache.lookup(caching.keys, caching.rule, caching.plan.semantic)
+        return await self.cache.lookup(
+            caching.keys, caching.rule, caching.plan.semantic, caching.needs_usage
+        )
 
     def serve_hit(self, hit: Hit, request: ProxyRequest) -> Produced:
         completion = fresh(hit.answer)
@@ -219,9 +227,7 @@ class Answers:
         if hit.kind == "semantic" and hit.similarity is not None:
             headers.append((b"x-overspill-cache-similarity", f"{hit.similarity:.4f}".encode()))
         if request.stream:
-            options = request.body.get("stream_options")
-            usage = isinstance(options, dict) and bool(options.get("include_usage"))
-            chunks = replay(completion, usage)
+            chunks = replay(completion, _usage_asked(request))
             headers.append((b"content-type", b"text/event-stream"))
             return Head("cache", 200, headers, True), _iterate(chunks)
         headers.append((b"content-type", b"application/json"))
@@ -245,7 +251,9 @@ class Answers:
                     yield chunk
             answer = assemble(parts) if head.stream else b"".join(parts)
             if answer is not None:
-                self._background(self.cache.insert(caching.keys, caching.rule, answer, miss.vector))
+                unknown = head.stream and not orjson.loads(answer).get("usage")
+                insert = self.cache.insert(caching.keys, caching.rule, answer, miss.vector, unknown)
+                self._background(insert)
 
         return head, kept()
 

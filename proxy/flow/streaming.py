@@ -115,8 +115,7 @@ def _completion(head: dict[str, Any], choices: dict[int, dict[str, Any]]) -> dic
             choice = {"index": index, "message": message, "finish_reason": finish}
         else:
             choice = {"index": index, "text": parts.get("text", ""), "finish_reason": finish}
-        if "logprobs" in parts:
-            choice["logprobs"] = parts["logprobs"]
+        choice["logprobs"] = parts.get("logprobs")  # null when there are none, as engines say
         rendered.append(choice)
     completion = {
         "id": head.get("id", ""),

@@ -77,7 +77,7 @@ class Stack:
 
         def every_miss() -> bool:
             cache = status(self.proxy.url)["cache"]
-            return bool(cache["entries"] >= cache["misses"])
+            return bool(cache["stored"] >= cache["misses"])
 
         wait_until(every_miss, "every answer stored")
 
@@ -188,14 +188,12 @@ def test_a_hit_with_logprobs_is_the_same_answer(stack: Stack, delivery: str) -> 
     assert again == original
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a stream stored without stream_options.include_usage has no usage, so the whole "
-    "answer served from it has `usage: null`, where the engine's whole answer has usage "
-    "(proxy/flow/streaming.py:assemble keeps what the stream said; the local leg does not ask "
-    "the engine for usage)",
-)
-def test_a_whole_hit_from_a_stream_without_usage_has_its_usage(stack: Stack) -> None:
+def test_a_stream_stored_without_usage_never_stands_in_for_an_answer_with_it(
+    stack: Stack,
+) -> None:
+    """A stream whose client did not ask for usage is stored without it: it serves such streams,
+    but a whole answer must say its usage, so a whole request misses once, and its own answer
+    (with usage) replaces the stored one for every client after it."""
     body = {"messages": question("usage"), **TOOL_CALL}
     create = stack.client().chat.completions.create
     stream = create(model=MODEL, temperature=0, stream=True, **body)
@@ -203,11 +201,25 @@ def test_a_whole_hit_from_a_stream_without_usage_has_its_usage(stack: Stack) -> 
     for chunk in stream:
         state.handle_chunk(chunk)
     streamed = answer_of(state.current_completion_snapshot, streamed=True)
+    assert streamed.usage is None
     stack.stored()
+    create_raw = stack.client().chat.completions.with_streaming_response.create
+    with create_raw(model=MODEL, temperature=0, stream=True, **body) as response:
+        assert response.headers["x-overspill-cache"] == "hit-exact"  # a stream like the first
+        again: ChatCompletionStreamState[None] = ChatCompletionStreamState()
+        for chunk in response.parse():
+            again.handle_chunk(chunk)
+    assert answer_of(again.current_completion_snapshot, streamed=True) == streamed
+    received = stack.received()
     verdict, whole = ask(stack, body, stream=False)
-    assert verdict == "hit-exact"
-    assert whole.tool_calls == streamed.tool_calls
+    assert verdict == "miss"
+    assert stack.received() == received + 1
     assert whole.usage is not None
+    assert [call[1:] for call in whole.tool_calls] == [call[1:] for call in streamed.tool_calls]
+    stack.stored()
+    verdict, replaced = ask(stack, body, stream=False)
+    assert verdict == "hit-exact"
+    assert replaced == whole
 
 
 def test_a_whole_hit_is_the_stored_body_but_for_its_id_and_created(stack: Stack) -> None:
@@ -233,16 +245,11 @@ def test_a_whole_hit_is_the_stored_body_but_for_its_id_and_created(stack: Stack)
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a whole answer served from a stored stream has no `logprobs` key in its choice "
-    'where the engine\'s whole answer says `"logprobs": null` (assemble adds the key only '
-    "when a chunk carried a logprobs object); the openai SDK reads None either way",
-)
 def test_a_whole_hit_from_a_stream_keeps_a_null_logprobs_key(stack: Stack) -> None:
     body = {"model": MODEL, "messages": question("null keys"), "temperature": 0, "max_tokens": 4}
     url = stack.proxy.url + "/v1/chat/completions"
-    with httpx.stream("POST", url, json={**body, "stream": True}, timeout=30) as response:
+    streamed = {**body, "stream": True, "stream_options": {"include_usage": True}}
+    with httpx.stream("POST", url, json=streamed, timeout=30) as response:
         assert response.headers["x-overspill-cache"] == "miss"
         response.read()
     direct = httpx.post(stack.engine.url + "/v1/chat/completions", json=body, timeout=30)

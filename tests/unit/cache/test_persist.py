@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import stat
 from pathlib import Path
@@ -34,17 +35,19 @@ ENTRIES = [
     entry("Ünïcödé, 中文 and emoji 🎉?", '{"a":"réponse 🎉"}'.encode(), vector(0.1, -3, 0, 2)),
     entry(None, b'{"object":"text_completion"}', None),
     entry("no vector", b"{}", None, created=12.25),
+    dataclasses.replace(entry("from a stream", b"{}", None), usage_unknown=True),
 ]
 
 
 def same(loaded: list[Entry], saved: list[Entry]) -> None:
     assert len(loaded) == len(saved)
     for got, want in zip(loaded, saved, strict=True):
-        assert (got.keys, got.answer, got.created, got.expires) == (
+        assert (got.keys, got.answer, got.created, got.expires, got.usage_unknown) == (
             want.keys,
             want.answer,
             want.created,
             want.expires,
+            want.usage_unknown,
         )
         if want.vector is None:
             assert got.vector is None

@@ -119,6 +119,25 @@ async def insert(cache: AnswerCache, question: str, rule: CacheRule = RULE, **kw
     await cache.insert(keys(question, **kw), rule, answer(question))
 
 
+async def test_an_answer_without_its_usage_serves_only_clients_that_are_not_told_it(
+    embedder: FakeEmbedder,
+) -> None:
+    """Assembled from a stream that did not ask for usage: a stream like it is served, a
+    request that must be told the usage (whole, or a stream asking) misses, exactly and
+    semantically, and its own answer replaces the stored one."""
+    cache = AnswerCache(embedder, Clock())
+    await cache.insert(keys(QUESTION), RULE, answer(QUESTION), usage_unknown=True)
+    assert isinstance(await cache.lookup(keys(QUESTION), RULE, semantic=True), Hit)
+    told = await cache.lookup(keys(QUESTION), RULE, semantic=True, needs_usage=True)
+    assert isinstance(told, Miss)
+    similar = await cache.lookup(keys(PARAPHRASE), RULE, semantic=True, needs_usage=True)
+    assert isinstance(similar, Miss)
+    assert isinstance(await cache.lookup(keys(PARAPHRASE), RULE, semantic=True), Hit)
+    await cache.insert(keys(QUESTION), RULE, answer(QUESTION))  # the whole answer, with usage
+    assert isinstance(await cache.lookup(keys(QUESTION), RULE, True, needs_usage=True), Hit)
+    assert (len(cache), cache.stats.stored) == (1, 2)
+
+
 # --- the exact layer -----------------------------------------------------------------------------
 
 

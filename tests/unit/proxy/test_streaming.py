@@ -72,6 +72,7 @@ def completion(text: str, object_: str = "chat.completion", **extra: Any) -> dic
     else:
         choice = {"index": 0, "text": text}
     choice["finish_reason"] = "stop"
+    choice["logprobs"] = None  # as engines say it of an answer without logprobs
     return {
         "id": "x-1",
         "object": object_,
@@ -139,6 +140,7 @@ def test_finish_reason_in_a_chunk_of_its_own() -> None:
         "index": 0,
         "message": {"role": "assistant", "content": "Hi there"},
         "finish_reason": "length",
+        "logprobs": None,
     }
 
 
@@ -351,7 +353,9 @@ def test_text_completion_stream() -> None:
     ]
     got = assembled(chunks)
     assert got["object"] == "text_completion"
-    assert got["choices"] == [{"index": 0, "text": "Once upon a time", "finish_reason": "length"}]
+    assert got["choices"] == [
+        {"index": 0, "text": "Once upon a time", "finish_reason": "length", "logprobs": None}
+    ]
     assert got["usage"] == USAGE
     assert got["id"] == "cmpl-1"
 
@@ -425,6 +429,7 @@ def test_several_choices_round_trip() -> None:
         "index": 1,
         "message": {"role": "assistant", "content": "second"},
         "finish_reason": "length",
+        "logprobs": None,
     }
     original["choices"].append(second)
     assert assembled(replay(original, include_usage=False)) == original
