@@ -2,15 +2,17 @@
 
 The cache keeps every answer in the non-streamed form. A stream is assembled from its SSE chunks
 once it has ended well (`data: [DONE]`, no error event); a cached answer is replayed to a
-streaming client as chunks of the same shape an engine sends: a role chunk, the text in pieces,
-each tool call (its name, then its arguments in pieces), the finish reason with the choice's
-logprobs, the usage when `stream_options.include_usage` asks for it, then `[DONE]`. A client
-that adds the chunks up gets the whole answer back: text, tool calls, logprobs, finish reason
-and usage. Only the legacy `function_call` is not rebuilt: such an answer is not cached.
+streaming client as chunks of the same shape an engine sends: a role chunk, the text in pieces
+(each with the logprobs of the tokens that start in it), each tool call (its name, then its
+arguments in pieces), the finish reason (with a legacy completion's logprobs), the usage when
+`stream_options.include_usage` asks for it, then `[DONE]`. A client that adds the chunks up
+gets the whole answer back: text, tool calls, logprobs, finish reason and usage. Only the legacy
+`function_call` is not rebuilt: such an answer is not cached.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from collections.abc import Iterator
@@ -157,10 +159,15 @@ def replay(completion: dict[str, Any], include_usage: bool) -> list[bytes]:
             pieces += [
                 {"reasoning_content": p} for p in _pieces(message.get("reasoning_content") or "")
             ]
-            pieces += [{"content": p} for p in _pieces(text)]
+            texts = _pieces(text)
+            spread = _spread(choice.get("logprobs"), texts)
+            no_tokens: list[dict[str, Any] | None] = [None] * len(texts)
+            tokens = [None] * len(pieces) + (list(spread) if spread else no_tokens)
+            pieces += [{"content": p} for p in texts]
             pieces += _call_deltas(message.get("tool_calls") or [])
             chunks += [
-                _chunk(base, {"index": index, "delta": d, "finish_reason": None}) for d in pieces
+                _chunk(base, _delta_choice(index, d, logprobs))
+                for d, logprobs in itertools.zip_longest(pieces, tokens)
             ]
             last = {"index": index, "delta": {}, "finish_reason": choice.get("finish_reason")}
         else:
@@ -169,8 +176,8 @@ def replay(completion: dict[str, Any], include_usage: bool) -> list[bytes]:
                 for p in _pieces(choice.get("text") or "")
             ]
             last = {"index": index, "text": "", "finish_reason": choice.get("finish_reason")}
-        if isinstance(choice.get("logprobs"), dict):  # all of them, with the finish reason
-            last["logprobs"] = choice["logprobs"]
+        if isinstance(choice.get("logprobs"), dict) and not (chat and spread):
+            last["logprobs"] = choice["logprobs"]  # all of them, with the finish reason
         chunks.append(_chunk(base, last))
     if include_usage and completion.get("usage"):
         usage = {**base, "choices": [], "usage": completion["usage"]}
@@ -198,6 +205,34 @@ def _call_deltas(calls: list[Any]) -> list[dict[str, Any]]:
             for piece in _pieces(function.get("arguments") or "")
         ]
     return deltas
+
+
+def _delta_choice(index: int, delta: dict[str, Any], logprobs: Any) -> dict[str, Any]:
+    choice = {"index": index, "delta": delta, "finish_reason": None}
+    return choice if logprobs is None else {**choice, "logprobs": logprobs}
+
+
+def _spread(logprobs: Any, texts: list[str]) -> list[dict[str, Any]] | None:
+    """A chat choice's logprobs cut to go with each piece of its text, as engines send them
+    token by token: each token with the piece it starts in. None when its tokens do not spell
+    the text: then they all go with the finish reason, as one block."""
+    tokens = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not texts or not isinstance(tokens, list):
+        return None
+    if not all(isinstance(t, dict) and isinstance(t.get("token"), str) for t in tokens):
+        return None
+    if "".join(t["token"] for t in tokens) != "".join(texts):
+        return None
+    rest = {key: value for key, value in logprobs.items() if key != "content"}
+    ends = list(itertools.accumulate(len(text) for text in texts))
+    parts: list[list[Any]] = [[] for _ in texts]
+    offset = piece = 0
+    for token in tokens:
+        while offset >= ends[piece] and piece < len(texts) - 1:
+            piece += 1
+        parts[piece].append(token)
+        offset += len(token["token"])
+    return [{**rest, "content": part} for part in parts]
 
 
 def _pieces(text: str) -> list[str]:

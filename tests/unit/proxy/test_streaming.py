@@ -299,6 +299,34 @@ def test_a_whole_answer_with_tool_calls_and_logprobs_comes_back_field_by_field()
     assert back == original
 
 
+def logprob(token: str) -> dict[str, Any]:
+    return {"token": token, "logprob": -0.5, "bytes": list(token.encode()), "top_logprobs": []}
+
+
+def test_a_replayed_stream_carries_each_tokens_logprobs_with_its_text() -> None:
+    """As an engine streams them: a client showing logprobs as the text arrives sees each
+    token's with the piece of text it starts in, none held back for the end."""
+    words = [f" word{i}" for i in range(40)]  # 240 characters: several pieces
+    original = completion("".join(words))
+    original["choices"][0]["logprobs"] = {"content": [logprob(w) for w in words], "refusal": None}
+    chunks = [orjson.loads(e) for e in list(events(b"".join(replay(original, False))))[:-1]]
+    with_text = [c["choices"][0] for c in chunks if c["choices"][0]["delta"].get("content")]
+    assert len(with_text) > 1
+    for choice in with_text:
+        spelt = "".join(t["token"] for t in choice["logprobs"]["content"])
+        assert spelt.strip() == choice["delta"]["content"].strip()
+    assert "logprobs" not in chunks[-1]["choices"][0]  # the finish reason alone
+    assert assembled(replay(original, include_usage=False)) == original
+
+
+def test_logprobs_that_do_not_spell_the_text_come_whole_with_the_finish_reason() -> None:
+    original = completion("Paris is the capital")
+    original["choices"][0]["logprobs"] = {"content": TOKENS, "refusal": None}
+    chunks = [orjson.loads(e) for e in list(events(b"".join(replay(original, False))))[:-1]]
+    assert chunks[-1]["choices"][0]["logprobs"] == original["choices"][0]["logprobs"]
+    assert assembled(replay(original, include_usage=False)) == original
+
+
 def test_a_tool_call_without_text_round_trips_with_no_content() -> None:
     original = completion("")
     original["choices"][0]["message"] = {"role": "assistant", "content": None, "tool_calls": []}
