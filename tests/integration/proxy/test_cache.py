@@ -128,13 +128,15 @@ def test_a_cached_answer_is_replayed_to_a_streaming_client_and_a_stream_is_cache
         assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens  # type: ignore[union-attr]
         assert received(engine) == before
 
-        # the other way: a streamed answer is stored once complete, then served whole
+        # the other way: a streamed answer is stored once complete, then served whole (it
+        # asked for usage, which a whole answer must carry: test_cache_replay.py has the rest)
         stream = client.chat.completions.create(
             model="sim-model",
             messages=[{"role": "user", "content": "Count to five."}],
             temperature=0,
             max_tokens=10,
             stream=True,
+            stream_options={"include_usage": True},
         )
         streamed = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
         stored(p.url, 2)
