@@ -21,6 +21,7 @@ import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion
 
+from tests.integration.sim.test_tools_and_logprobs import WEATHER  # the same tool, one place
 from tests.processes import FAST_ENGINE, Process, backend_toml, proxy, sim
 from tests.waits import status, wait_until
 
@@ -29,22 +30,6 @@ MODEL = "sim-model"
 # test never waits for the embedding model (a request with tools uses the exact layer anyway).
 CONFIG = "[server]\nprobe_interval_s = 0.2\n{backend}[cache]\ntools = true\nsemantic = false\n"
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string"},
-                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-                "days": {"type": "integer", "minimum": 1, "maximum": 7},
-            },
-            "required": ["city", "unit", "days"],
-        },
-    },
-}
 TOOL_CALL = {"tools": [WEATHER], "tool_choice": "required"}
 LOGPROBS = {"logprobs": True, "top_logprobs": 3, "max_tokens": 12}
 KINDS = {"tool call": TOOL_CALL, "logprobs": LOGPROBS}
