@@ -12,7 +12,11 @@ Reported per file (and split): recall, wrong hits, what a `b` lookup costs (clie
 hits and misses apart, the proxy's CPU per lookup), and, as proof of what was measured, that the
 engine received exactly the `b` requests the proxy did not answer from the cache.
 
-    .venv/bin/python -m bench.cache_truth [--split held_out] [--fresh]
+    .venv/bin/python -m bench.cache_truth [--split held_out] [--fresh] [--typos]
+
+`--typos` adds each set again with every `b` as typed in a hurry (lower case, two words with a
+letter dropped or swapped): a near-miss typed so is still another question, and a verifier
+that took typos for a sign of a paraphrase would serve it.
 
 The verifier never saw cache_truth_pairs.jsonl's held-out half, nor cache_truth_fresh.jsonl
 (written apart, committed before the first measurement on it).
@@ -24,6 +28,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import random
 import sys
 import tempfile
 import time
@@ -71,6 +76,26 @@ class Result:
     forwarded: int  # b requests the engine received
     verified: int = 0
     kinds: dict[str, tuple[int, int]] = field(default_factory=dict)  # served / pairs
+
+
+def mistyped(text: str, rng: random.Random) -> str:
+    """As typed in a hurry: lower case, no closing mark, and in two words of five letters or
+    more one letter dropped or two swapped (not the first or last letter)."""
+    words = text.lower().rstrip("?.!").split()
+    long = [at for at, word in enumerate(words) if len(word) >= 5 and word.isalpha()]
+    for at in rng.sample(long, min(2, len(long))):
+        word, cut = words[at], rng.randrange(1, len(words[at]) - 2)
+        dropped = word[:cut] + word[cut + 1 :]
+        swapped = word[:cut] + word[cut + 1] + word[cut] + word[cut + 2 :]
+        words[at] = rng.choice((dropped, swapped))
+    return " ".join(words)
+
+
+def with_typos(rows: Sequence[dict[str, str]], seed: int = 7) -> list[dict[str, str]]:
+    """Each pair with its `b` mistyped, in a conversation of its own: a paraphrase typed so is
+    still the same question, a near-miss still another."""
+    rng = random.Random(seed)
+    return [{**row, "id": f"{row['id']}-typos", "b": mistyped(row["b"], rng)} for row in rows]
 
 
 def rows_of(path: Path, split: str | None) -> list[dict[str, str]]:
@@ -255,6 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--split", default="held_out", help="of cache_truth_pairs.jsonl")
     parser.add_argument("--fresh", action="store_true", help="also cache_truth_fresh.jsonl")
     parser.add_argument("--threshold", type=float, help="the verifier's (default: the policy's)")
+    parser.add_argument("--typos", action="store_true", help="also each set with `b` mistyped")
     args = parser.parse_args(argv)
     settings = dict(SETTINGS)
     if args.threshold is not None:
@@ -262,6 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sets = {f"{args.split} half": rows_of(DATA / "cache_truth_pairs.jsonl", args.split)}
     if args.fresh:
         sets["fresh set"] = rows_of(DATA / "cache_truth_fresh.jsonl", None)
+    if args.typos:
+        sets |= {f"{name}, typos": with_typos(rows) for name, rows in sets.items()}
     results = run(sets, settings)
     print(report(results))
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from policies.model import Policy
 from policies.watcher import PolicyWatcher
 from proxy import extras
 from proxy.flow import ledger as spend_ledger
-from proxy.flow.caching import Answers, embedders, on_demand_verifier
+from proxy.flow.caching import Answers, embedders, encoder_lexicon, on_demand_verifier
 from proxy.flow.pipeline import Pipeline
 from proxy.flow.runtime import Runtime
 from proxy.home import overspill_home
@@ -139,7 +139,10 @@ def _answers(policy: Policy) -> Answers:
         return Answers(embedder, referee, bounds=cache_bounds(policy))
     # With the verifier, the threshold only picks the candidates it reads: where exactly the
     # fast model places a similarity no longer decides a hit, so no referee needs to settle it.
-    return Answers(embedder, None, on_demand_verifier(home), bounds=cache_bounds(policy))
+    # Typos are mended only then: a mended word may bring a candidate, the verifier decides.
+    return Answers(
+        embedder, None, on_demand_verifier(home), cache_bounds(policy), encoder_lexicon()
+    )
 
 
 def _cache_path(policy: Policy) -> Path | None:

@@ -20,7 +20,7 @@ import orjson
 from cache import persist
 from cache.coalesce import Coalescer
 from cache.embedder import Embedder, load_encoder, measured_shift, referee_kind
-from cache.encoders import Encoder, EncoderKind
+from cache.encoders import Encoder, EncoderKind, source_model
 from cache.index import Vector
 from cache.keys import CacheKeys, CachePlan, cache_keys, cache_plan, model_version
 from cache.referee import (
@@ -30,6 +30,7 @@ from cache.referee import (
     referee_band_below,
     referee_margin,
 )
+from cache.spelling import Lexicon, read_lexicon
 from cache.store import AnswerCache, CacheBounds, Hit, Miss
 from cache.verifier import OnnxVerifier, Verifier, Verifies, load_verifier
 from cache.verifier_model import make, verifier_folder
@@ -163,6 +164,12 @@ def embedders(kind: EncoderKind, home: Path) -> tuple[OnDemandEmbedder, Referee 
     return fast, referee
 
 
+def encoder_lexicon() -> Lexicon:
+    """The words typos are mended toward: the embedding model's own vocabulary (every encoder
+    kind is all-MiniLM-L6-v2's, so one file serves them all). Reads ~30,000 lines: ms."""
+    return read_lexicon(source_model() / "vocab.txt")
+
+
 def _usage_asked(request: ProxyRequest) -> bool:
     options = request.body.get("stream_options")
     return isinstance(options, dict) and bool(options.get("include_usage"))
@@ -186,6 +193,7 @@ class Answers:
     referee: Referee | None = None
     verifier: Verifies | None = None
     bounds: CacheBounds = field(default_factory=CacheBounds)  # the whole cache, every scope
+    lexicon: Lexicon | None = None  # to mend typos before embedding (cache/spelling.py)
     cache: AnswerCache = field(init=False)
     coalescer: Coalescer[Head] = field(default_factory=Coalescer)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
@@ -193,7 +201,11 @@ class Answers:
 
     def __post_init__(self) -> None:
         self.cache = AnswerCache(
-            self.embedder, referee=self.referee, bounds=self.bounds, verifier=self.verifier
+            self.embedder,
+            referee=self.referee,
+            bounds=self.bounds,
+            verifier=self.verifier,
+            lexicon=self.lexicon,
         )
 
     def caching(

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from cache.referee import Referee
+from cache.spelling import lexicon_of
 from cache.store import AnswerCache, Hit, Miss
 from cache.verifier import AGREES
 from tests.unit.cache.test_store import (
@@ -176,3 +177,92 @@ async def test_a_refereed_candidate_reaches_the_verifier_only_past_the_threshold
     found = await cache.lookup(keys(borderline), RULE, semantic=True)
     assert isinstance(found, Hit) == (referee_says >= RULE.threshold)
     assert len(verifier.calls) == (1 if referee_says >= RULE.threshold else 0)
+
+
+TYPO = "How do I revrse a list in Python?"
+
+
+def mending_cache(verifier: FakeVerifier, *lexicon: str) -> tuple[AnswerCache, FakeEmbedder]:
+    embedder = FakeEmbedder({**VECTORS, TYPO: around(0.5, toward=2)})
+    words = ["how", "do", "list", "in", "python", "reverse", "revise", *lexicon]
+    return AnswerCache(embedder, Clock(), verifier=verifier, lexicon=lexicon_of(words)), embedder
+
+
+async def test_a_typo_is_mended_for_the_search_and_read_as_asked_by_the_verifier() -> None:
+    verifier = FakeVerifier({QUESTION: 0.97})
+    cache, embedder = mending_cache(verifier)
+    await insert(cache, QUESTION)
+    found = await cache.lookup(keys(TYPO), RULE, semantic=True)
+    assert isinstance(found, Hit)
+    assert embedder.calls[-1] == QUESTION  # "revrse" embedded as the stored "reverse"
+    assert verifier.calls == [(TYPO, [QUESTION]), (QUESTION, [QUESTION])]  # typed, corrected
+    assert cache.stats.corrected == 1
+
+
+async def test_a_typed_near_miss_is_refused_when_its_corrected_reading_disagrees() -> None:
+    """The verifier agrees with the typed question, but reads the corrected one ("list" for
+    "lsit") as another: both readings must agree."""
+    typed = "How do I reverse a lsit in Python?"
+
+    class Typos(FakeVerifier):
+        async def scores(self, question: str, stored: Sequence[str]) -> np.ndarray:
+            found = await super().scores(question, stored)
+            return found if question == typed else found * 0
+
+    verifier = Typos({QUESTION: 0.97})
+    cache, _ = mending_cache(verifier)
+    await insert(cache, QUESTION)
+    assert isinstance(await cache.lookup(keys(typed), RULE, semantic=True), Miss)
+    assert verifier.calls == [(typed, [QUESTION]), (QUESTION, [QUESTION])]
+    assert (cache.stats.disagreed, cache.stats.corrected) == (1, 1)
+
+
+async def test_the_verifier_still_refuses_what_a_mended_typo_brings() -> None:
+    verifier = FakeVerifier({QUESTION: AGREES - 0.01})
+    cache, _ = mending_cache(verifier)
+    await insert(cache, QUESTION)
+    assert isinstance(await cache.lookup(keys(TYPO), RULE, semantic=True), Miss)
+
+
+async def test_without_a_lexicon_a_typo_is_embedded_as_typed() -> None:
+    verifier = FakeVerifier({QUESTION: 0.97})
+    cache = AnswerCache(
+        FakeEmbedder({**VECTORS, TYPO: around(0.5, toward=2)}), Clock(), verifier=verifier
+    )
+    await insert(cache, QUESTION)
+    assert isinstance(await cache.lookup(keys(TYPO), RULE, semantic=True), Miss)
+    assert verifier.calls == []
+
+
+async def test_typos_are_mended_toward_the_words_of_live_entries_only() -> None:
+    """Before the question with "reverse" is stored in this context and once it is gone,
+    "revrse" is embedded as typed: no stored word is one edit away, and the lexicon ("revise")
+    is never a source of words (cache/spelling.py)."""
+    verifier = FakeVerifier({QUESTION: 0.97})
+    cache, embedder = mending_cache(verifier)
+    await insert(cache, QUESTION, tenant="other")  # another scope: another context
+    assert isinstance(await cache.lookup(keys(TYPO), RULE, semantic=True), Miss)
+    assert embedder.calls[-1] == TYPO
+    await insert(cache, QUESTION)
+    assert isinstance(await cache.lookup(keys(TYPO), RULE, semantic=True), Hit)
+    cache._remove(next(e for e in cache.entries() if e.keys.scope == keys(QUESTION).scope))
+    assert isinstance(await cache.lookup(keys(TYPO), RULE, semantic=True), Miss)
+    assert embedder.calls[-1] == TYPO
+
+
+async def test_a_typo_does_not_hide_a_critical_difference_from_the_guard() -> None:
+    """ "witout" is no word the guard's tables know; corrected, it is "without": refused before
+    the verifier (which typos can fool) is asked."""
+    stored, typed = "What dishes can I make with an oven?", "what dishes can i make witout an oven"
+    verifier = FakeVerifier({stored: 0.97})
+    vectors = {stored: VECTORS[QUESTION], typed: VECTORS[PARAPHRASE]}
+    lexicon = lexicon_of(["what", "dishes", "make", "with", "without", "oven"])
+    cache = AnswerCache(FakeEmbedder(vectors), Clock(), verifier=verifier, lexicon=lexicon)
+    await insert(cache, stored)
+    found = await cache.lookup(keys(typed), RULE, semantic=True)
+    assert isinstance(found, Miss)
+    assert found.refused.startswith("negation differs")
+    assert verifier.calls == []
+    unguarded = AnswerCache(FakeEmbedder(vectors), Clock(), verifier=verifier)
+    await insert(unguarded, stored)
+    assert isinstance(await unguarded.lookup(keys(typed), RULE, semantic=True), Hit)
