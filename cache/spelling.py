@@ -8,11 +8,12 @@ becomes the word one edit away (a letter dropped, added, changed, or two swapped
 stored questions use most: "pian" is "pain" beside a question about chest pain, and stays "pian"
 where none is near. Never a word of the vocabulary alone: that one lacks common words
 ("relieves", "blender", "delete"), which it would bend into others ("believes", "slender",
-"deleted"; 6 paraphrases of the tuning half and the fresh set lost that way). Short words are
-left alone: "hom" is one edit from how, him, hot and home.
+"deleted": a first version lost 3 paraphrases of the held-out half and 3 of the fresh set so).
+Short words are left alone: "hom" is one edit from how, him, hot and home.
 
 Only the vector is mended: the guard and the answer verifier read the questions as they were
-asked, so a word mended into another one can bring a candidate to them, never serve it.
+asked, and once more with their typos corrected (`corrected`), and a hit needs both readings:
+a word mended into another one can bring a candidate to them, never serve it.
 """
 
 from __future__ import annotations
