@@ -17,13 +17,18 @@ worker thread (faiss releases the GIL), and `install` swaps it in after replayin
 meanwhile; until then the old structure answers. It is built once the exact matrix outgrows
 `EXACT_UP_TO`, and again, with more lists, once it holds `REBUILD_GROWTH` times the vectors it
 was built from. faiss is pinned to one thread: its OpenMP pool fights the embedder and the event
-loop for two cores. It is imported when a first index is made: a proxy without the semantic
-extra never makes one.
+loop for two cores. That setting is OpenMP's per calling thread, so every thread that calls
+faiss makes it (`_faiss`): set once, by the build's worker thread, it left the event loop's
+searches and adds on two threads, whose idle OpenMP worker then spun on the other core after
+each one (a profile at 100,000 entries: the second most busy thread of the proxy) and made the
+loop wait at OpenMP's barrier for a core. faiss is imported when a first index is made: a proxy
+without the semantic extra never makes one.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,11 +46,28 @@ TRAINING_ITERATIONS = 10
 POINTS_PER_LIST = 39  # faiss's minimum training points per centroid
 
 
-@functools.cache
+class _OneThreadEach(threading.local):
+    """Whether the calling thread has pinned OpenMP to one thread (a per-thread setting)."""
+
+    pinned = False
+
+
+_THREADS = _OneThreadEach()
+
+
 def _faiss() -> Any:
+    """faiss, OpenMP pinned to one thread for the calling thread: call it before any faiss call."""
+    faiss = _imported()
+    if not _THREADS.pinned:
+        faiss.omp_set_num_threads(1)
+        _THREADS.pinned = True
+    return faiss
+
+
+@functools.cache
+def _imported() -> Any:
     import faiss
 
-    faiss.omp_set_num_threads(1)
     return faiss
 
 
@@ -136,11 +158,13 @@ class InvertedFile:
 
     def add_all(self, ids: Ids, vectors: Matrix) -> None:
         if len(ids):
+            _faiss()
             self._index.add_with_ids(vectors, ids)
             self._ids.update(int(i) for i in ids)
 
     def add(self, ident: int, vector: Vector) -> None:
         self.remove(ident)
+        _faiss()
         self._index.add_with_ids(vector.reshape(1, -1), np.array([ident], dtype=np.int64))
         self._ids.add(ident)
 
@@ -155,6 +179,7 @@ class InvertedFile:
     def search(self, vector: Vector, k: int) -> list[tuple[int, float]]:
         if not self._ids:
             return []
+        _faiss()
         scores, ids = self._index.search(vector.reshape(1, -1), min(k, len(self._ids)))
         return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
 

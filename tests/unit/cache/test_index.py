@@ -3,6 +3,8 @@ snapshot off the loop with what changed meanwhile replayed."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -156,3 +158,26 @@ def test_an_inverted_file_is_rebuilt_with_more_lists_once_it_grew_enough() -> No
     index.install(build.run())
     assert len(index) == 11_200
     assert index.search(vectors[5000], 1)[0][0] == 5000
+
+
+def test_every_thread_that_calls_faiss_keeps_it_to_one_openmp_thread() -> None:
+    # OpenMP's thread count is a setting of each calling thread: pinned only in the thread that
+    # built the index, the event loop's searches and adds ran on every core, and the idle
+    # OpenMP workers spun. A fresh thread starts from OpenMP's default (4 here).
+    import faiss
+
+    vectors = clustered(2000)
+    built = Build(np.arange(1, 2001, dtype=np.int64), vectors).run()
+    threads_seen = []
+
+    def search_and_add() -> None:
+        faiss.omp_set_num_threads(4)
+        built.add(5000, vectors[0])
+        built.search(vectors[1], 2)
+        threads_seen.append(faiss.omp_get_max_threads())
+
+    for _ in range(2):
+        other = threading.Thread(target=search_and_add)
+        other.start()
+        other.join()
+    assert threads_seen == [1, 1]
