@@ -27,7 +27,7 @@ import itertools
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -48,6 +48,8 @@ CANDIDATES = 4  # nearest entries checked by the guard before giving up
 # up to 4 served 53 of 400 neighbours' answers, reading 1 fewer); a paraphrase it misses is a
 # miss, not a wrong answer.
 VERIFIED_CANDIDATES = 1
+
+Pair = tuple[str, str]  # (the stored question, the question asked)
 
 
 @dataclass(frozen=True)
@@ -201,6 +203,7 @@ class AnswerCache:
         refused = ""
         similar: list[tuple[Entry, float]] = []  # past the threshold, nearest first
         borderline: list[tuple[Entry, float]] = []  # for the referee, nearest first
+        corrections: dict[int, Pair | None] = {}  # by entry: the pair with typos corrected
         for ident, fast in nearest:  # most similar first: a clear one precedes any borderline
             verdict = settled(fast, threshold, margin, below)
             entry = self._by_id.get(ident)
@@ -209,7 +212,7 @@ class AnswerCache:
             if self._expired(entry) or (needs_usage and entry.usage_unknown):
                 continue
             # The guard first: microseconds, where the referee takes milliseconds.
-            reason = self._conflict(entry.keys.query, question)
+            reason, corrections[ident] = self._objection(entry.keys.query, question)
             if reason is not None:
                 refused = refused or reason
                 self.stats.refused += 1
@@ -223,20 +226,20 @@ class AnswerCache:
             return refused
         if self.verifier is None:
             return self._served(*similar[0])
-        hit = await self._verified(similar[:VERIFIED_CANDIDATES], question)
+        hit = await self._verified(similar[:VERIFIED_CANDIDATES], question, corrections)
         return hit if hit is not None else refused or "the verifier: another question"
 
-    def _conflict(self, stored: str, asked: str) -> str | None:
+    def _objection(self, stored: str, asked: str) -> tuple[str | None, Pair | None]:
         """The guard's objection, if any: to the questions as typed and, with a lexicon, to
-        them with their typos corrected, so that "witout" does not hide a "without"."""
+        them with their typos corrected, so that "witout" does not hide a "without"; and that
+        corrected pair, for the verifier's second reading (None: nothing was corrected)."""
         reason = conflict(stored, asked)
         if reason is not None or self.lexicon is None:
-            return reason
-        stored_read = corrected(stored, asked, self.lexicon)
-        asked_read = corrected(asked, stored, self.lexicon)
-        if (stored_read, asked_read) == (stored, asked):
-            return None
-        return conflict(stored_read, asked_read)
+            return reason, None
+        pair = corrected(stored, asked, self.lexicon), corrected(asked, stored, self.lexicon)
+        if pair == (stored, asked):
+            return None, None
+        return conflict(*pair), pair
 
     def _embeddable(self, keys: CacheKeys) -> str:
         """The question as embedded: its typos mended toward its context's words (the guard and
@@ -285,9 +288,15 @@ class AnswerCache:
                 similar.append((entry, reference))
         return sorted(similar, key=lambda candidate: -candidate[1])
 
-    async def _verified(self, similar: list[tuple[Entry, float]], question: str) -> Hit | None:
+    async def _verified(
+        self,
+        similar: list[tuple[Entry, float]],
+        question: str,
+        corrections: Mapping[int, Pair | None],
+    ) -> Hit | None:
         """The nearest candidate whose answer the verifier agrees answers the question: all of
-        them in one batch. No verdict (the model still loading, or failed) is no hit."""
+        them in one batch, and again with typos corrected (`corrections`, by entry). No verdict
+        (the model still loading, or failed) is no hit."""
         verifier = self.verifier
         assert verifier is not None
         if not verifier.ready:
@@ -297,7 +306,7 @@ class AnswerCache:
         try:
             scores = await verifier.scores(question, [e.keys.query or "" for e, _ in similar])
             agreed = [
-                score >= AGREES and await self._agrees_corrected(entry.keys.query or "", question)
+                score >= AGREES and await self._agrees_corrected(corrections.get(entry.ident))
                 for (entry, _), score in zip(similar, scores, strict=True)
             ]
         except Exception:  # a broken verifier is a miss, not an error
@@ -311,15 +320,12 @@ class AnswerCache:
                 return self._served(entry, similarity)
         return None
 
-    async def _agrees_corrected(self, stored: str, asked: str) -> bool:
-        """The verifier's second reading, of the questions with their typos corrected (when they
-        have any, and with a lexicon): it learnt typos as a sign of a paraphrase (the tuning
+    async def _agrees_corrected(self, pair: Pair | None) -> bool:
+        """The verifier's second reading, of the (stored, asked) questions with their typos
+        corrected, when there were any: it learnt typos as a sign of a paraphrase (the tuning
         half typed in a hurry, `bench.cache_truth --typos`: 1 of 192 near-misses served on one
         reading, none on both). Both readings must agree."""
-        if self.lexicon is None or self.verifier is None:
-            return True
-        pair = corrected(stored, asked, self.lexicon), corrected(asked, stored, self.lexicon)
-        if pair == (stored, asked):
+        if pair is None or self.verifier is None:
             return True
         self.stats.corrected += 1
         (score,) = await self.verifier.scores(pair[1], [pair[0]])
