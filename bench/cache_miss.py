@@ -47,6 +47,7 @@ from bench.cache_e2e import body, pct
 from bench.loadgen import cpu_seconds
 from bench.question_bank import split
 from bench.report import RESULTS, plot_path, table
+from cache.index import EXACT_UP_TO
 from proxy.children import Child, overspill_command, started
 from proxy.home import overspill_home
 
@@ -162,12 +163,16 @@ async def engine_requests(session: aiohttp.ClientSession, engine: str) -> float:
 
 
 async def ready(session: aiohttp.ClientSession, url: str, entries: int) -> None:
-    """Loaded, the models warm, and the index built (a lookup starts its build)."""
+    """Loaded, the models warm, and the index built: a restored cache starts its build at
+    once. (Waiting only for no build to run once measured a build under the first requests:
+    the embedder was not ready for the warm-up lookup, so no build had started.)"""
     await timed(session, url, "How do I warm up a model?")
     for _ in range(6000):
         cache = await cache_status(session, url)
         if (
             cache["searchable"] >= entries
+            and (entries <= EXACT_UP_TO or cache["indexes_approximate"])
+            and cache["embedder_ready"]
             and cache["referee_ready"] is not False
             and cache.get("verifier_ready") is not False
             and not cache.get("indexes_building")

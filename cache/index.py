@@ -221,6 +221,11 @@ class VectorIndex:
     def approximate(self) -> bool:
         return isinstance(self._store, InvertedFile)
 
+    @property
+    def built_from(self) -> int | None:
+        """How many vectors the inverted file was built from (None while exact)."""
+        return self._store.built_from if isinstance(self._store, InvertedFile) else None
+
     def add(self, ident: int, vector: Vector) -> None:
         self._store.add(ident, vector)
         if self._changes is not None:

@@ -623,6 +623,30 @@ async def test_entries_restore_round_trip(cache: AnswerCache, clock: Clock) -> N
     assert restored.embedder.calls == [PARAPHRASE]  # type: ignore[attr-defined]
 
 
+async def test_a_restored_context_is_built_once_from_all_its_questions(clock: Clock) -> None:
+    """A restart restores thousands of questions: one build from all of them, started at once,
+    not one from the first `exact_up_to` with the rest replayed and a rebuild at the first
+    lookup (seconds of both cores under the first requests)."""
+    names = [f"Tell me about the {word} river" for word in WORDS]
+    rng = np.random.default_rng(9)
+    vectors = {name: unit(*rng.standard_normal(8)) for name in names}
+    asked = "Please tell me about the Niger river"
+    vectors[asked] = vectors["Tell me about the Niger river"]
+    source = AnswerCache(FakeEmbedder(vectors), clock, exact_up_to=len(names))
+    for name in names:
+        await insert(source, name, CacheRule(max_entries=len(names)))
+    restored = AnswerCache(FakeEmbedder(vectors), clock, exact_up_to=16)
+    restored.restore(source.entries())
+    assert restored.building == 1  # before any lookup
+    await restored.built()
+    index = restored._contexts[keys(names[0]).context or ""]
+    assert index.built_from == len(names)
+    found = await restored.lookup(keys(asked), RULE, semantic=True)
+    assert isinstance(found, Hit)
+    assert found.answer == answer("Tell me about the Niger river")
+    assert restored.building == 0  # the lookup started no rebuild
+
+
 async def test_restore_keeps_the_original_expiry(cache: AnswerCache, clock: Clock) -> None:
     await insert(cache, QUESTION, CacheRule(ttl_s=10))
     restored = AnswerCache(FakeEmbedder(), clock)
