@@ -4,12 +4,11 @@ A scope is one tenant's public model at one version: entries never cross it, and
 bounded by the route's `max_entries` (least recently used evicted first). Scopes come from what
 clients send (a tenant name, a model), so the whole cache has bounds of its own too, in entries
 and in bytes: past either, the least recently used entry of any scope goes. Semantic search runs
-only among entries of the same context (scope, parameters, every message but the last user one)
-and a similar question is served only if the guard finds nothing critical that differs ("5 miles"
-vs "50 miles") and, when there is one, the answer verifier (cache/verifier.py) agrees its answer
-answers the question asked ("a good book on X" is not "a good course on X"). Lookups and
-inserts run on the event loop; the embedding runs in the embedder's thread, and a large index
-is rebuilt in a worker thread (cache/index.py: search and eviction cost the same at any size).
+only among entries of the same context (scope, parameters, every message but the last user one),
+and which of the nearest questions' answers, if any, answers the one asked is the judges' call
+(cache/judge.py: the guard, the referee, the answer verifier). Lookups and inserts run on the
+event loop; the embedding runs in the embedder's thread, and a large index is built in a worker
+thread (cache/index.py: search and eviction cost the same at any size).
 
 The fast embedder (int8) places a similarity within a known margin of the reference model's: the
 export measures how far it strays on the CPU that serves, and `referee_margin` adds headroom. A
@@ -27,29 +26,22 @@ import itertools
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from cache.guard import conflict
 from cache.index import EXACT_UP_TO, Build, Vector, VectorIndex
+from cache.judge import Candidate, Judge
 from cache.keys import CacheKeys
-from cache.referee import Embeds, Referee, settled
-from cache.spelling import ContextWords, Lexicon, corrected
-from cache.verifier import AGREES, Verifies
+from cache.referee import Embeds, Referee
+from cache.spelling import ContextWords, Lexicon
+from cache.stats import CacheStats
+from cache.verifier import Verifies
 from policies.model import CacheRule
 
 log = logging.getLogger("overspill")
 
 CANDIDATES = 4  # nearest entries checked by the guard before giving up
-# Similar candidates the answer verifier reads per lookup, nearest first: each costs one fp32
-# run (10-12 ms here), two when the first agrees, and where the nearest is another question a
-# farther one rarely is the same (on distinct templated questions at 100,000 entries, reading
-# up to 4 served 53 of 400 neighbours' answers, reading 1 fewer); a paraphrase it misses is a
-# miss, not a wrong answer.
-VERIFIED_CANDIDATES = 1
-
-Pair = tuple[str, str]  # (the stored question, the question asked)
 
 
 @dataclass(frozen=True)
@@ -100,29 +92,6 @@ class Miss:
     refused: str = ""  # why the guard refused a similar entry, if it did
 
 
-async def _embedded(embeds: Embeds, text: str, known: Vector | None) -> Vector:
-    return known if known is not None else await embeds.embed(text)
-
-
-@dataclass
-class CacheStats:
-    stored: int = 0  # answers kept (one replacing an older answer to its question too)
-    hits_exact: int = 0
-    hits_semantic: int = 0
-    misses: int = 0
-    refused: int = 0  # similar enough (or nearly), but the guard found a critical difference
-    refereed: int = 0  # borderline similarities the reference model settled
-    overturned: int = 0  # ... on the other side of the threshold than the fast model put them
-    unrefereed: int = 0  # ... that it could not settle (still loading, failed): not served
-    verified: int = 0  # similar candidates the verifier read beside the question
-    disagreed: int = 0  # ... whose answer it found does not answer it: never served
-    corrected: int = 0  # ... it agreed on, read again with their typos corrected
-    unverified: int = 0  # ... that it could not read (still loading, failed): not served
-    evicted: int = 0
-    expired: int = 0
-    too_large: int = 0  # answers heavier than the whole cache's byte bound: not kept
-
-
 @dataclass
 class AnswerCache:
     embedder: Embeds | None
@@ -136,6 +105,7 @@ class AnswerCache:
 
     def __post_init__(self) -> None:
         self._words = ContextWords(self.lexicon) if self.lexicon is not None else None
+        self._judge = Judge(self.stats, self.referee, self.verifier, self.lexicon)
         self._scopes: dict[str, OrderedDict[str, Entry]] = {}
         self._contexts: dict[str, VectorIndex] = {}
         # every entry, least recently used first whatever its scope: the global eviction order
@@ -143,7 +113,6 @@ class AnswerCache:
         # OrderedDict finds its first item at once; a dict scans the slots its evictions emptied.
         self._by_id: OrderedDict[int, Entry] = OrderedDict()
         self._bytes = 0  # sum of the entries' footprints
-        self._reference: dict[int, Vector] = {}  # entries' reference vectors, once needed
         self._ids = itertools.count(1)
         self._builds: set[asyncio.Task[None]] = set()  # indexes being built in worker threads
         self.changes = 0  # how many times entries were added or dropped: is a save due?
@@ -189,147 +158,39 @@ class AnswerCache:
     async def _similar(
         self, keys: CacheKeys, vector: Vector, threshold: float, needs_usage: bool = False
     ) -> Hit | str:
-        """The nearest entry of the same context that is similar enough, that the guard accepts
-        and the verifier (when there is one) agrees answers the question; else why a similar one
-        was refused ("" when none was similar)."""
+        """The nearest entry of the same context that is similar enough and that every judge
+        accepts (cache/judge.py); else why a similar one was refused ("" when none was)."""
         index = self._contexts.get(keys.context or "")
         if index is None:
             return ""
         nearest = index.search(vector, CANDIDATES)  # ~0.1-0.3 ms at any size (cache/index.py)
         self._maintain(keys.context or "", index)
-        question = keys.query or ""
-        margin = self.referee.margin() if self.referee else 0.0
-        below = self.referee.below() if self.referee and self.referee.below else None
-        refused = ""
-        similar: list[tuple[Entry, float]] = []  # past the threshold, nearest first
-        borderline: list[tuple[Entry, float]] = []  # for the referee, nearest first
-        corrections: dict[int, Pair | None] = {}  # by entry: the pair with typos corrected
-        for ident, fast in nearest:  # most similar first: a clear one precedes any borderline
-            verdict = settled(fast, threshold, margin, below)
+        candidates = []
+        for ident, similarity in nearest:
             entry = self._by_id.get(ident)
-            if verdict is False or entry is None or entry.keys.query is None:
+            if not self._judge.in_reach(similarity, threshold) or entry is None:
                 continue
-            if self._expired(entry) or (needs_usage and entry.usage_unknown):
+            if entry.keys.query is None or self._expired(entry):
                 continue
-            # The guard first: microseconds, where the referee takes milliseconds.
-            reason, corrections[ident] = self._objection(entry.keys.query, question)
-            if reason is not None:
-                refused = refused or reason
-                self.stats.refused += 1
-            elif verdict and self.verifier is None:
-                return self._served(entry, fast)
-            else:
-                (similar if verdict else borderline).append((entry, fast))
-        if borderline:
-            similar += await self._refereed(borderline, threshold, question)
-        if not similar:
-            return refused
-        if self.verifier is None:
-            return self._served(*similar[0])
-        hit = await self._verified(similar[:VERIFIED_CANDIDATES], question, corrections)
-        return hit if hit is not None else refused or "the verifier: another question"
+            if not (needs_usage and entry.usage_unknown):
+                candidates.append(Candidate(ident, entry.keys.query, similarity))
+        chosen = await self._judge.chosen(candidates, keys.query or "", threshold, self._holds)
+        if isinstance(chosen, str):
+            return chosen
+        entry = self._by_id.get(chosen.ident)
+        if entry is None:  # evicted while a judge read it
+            return ""
+        self._touch(entry)
+        return Hit("semantic", entry.answer, chosen.similarity)
 
-    def _objection(self, stored: str, asked: str) -> tuple[str | None, Pair | None]:
-        """The guard's objection, if any: to the questions as typed and, with a lexicon, to
-        them with their typos corrected, so that "witout" does not hide a "without"; and that
-        corrected pair, for the verifier's second reading (None: nothing was corrected)."""
-        reason = conflict(stored, asked)
-        if reason is not None or self.lexicon is None:
-            return reason, None
-        pair = corrected(stored, asked, self.lexicon), corrected(asked, stored, self.lexicon)
-        if pair == (stored, asked):
-            return None, None
-        return conflict(*pair), pair
+    def _holds(self, ident: int) -> bool:
+        return ident in self._by_id
 
     def _embeddable(self, keys: CacheKeys) -> str:
         """The question as embedded: its typos mended toward its context's words (the guard and
         the verifier read it as asked)."""
         question = keys.query or ""
         return self._words.spelled(keys.context or "", question) if self._words else question
-
-    def _served(self, entry: Entry, similarity: float) -> Hit:
-        self._touch(entry)
-        return Hit("semantic", entry.answer, similarity)
-
-    async def _refereed(
-        self, borderline: list[tuple[Entry, float]], threshold: float, question: str
-    ) -> list[tuple[Entry, float]]:
-        """The borderline candidates that the reference model puts at or above the threshold,
-        nearest first, with the reference similarity: every vector it needs in one batch (one
-        padded fp32 run)."""
-        self.stats.refereed += len(borderline)
-        referee = self.referee.embeds if self.referee else None
-        if referee is None or not referee.ready:  # no hit beats a guess, or a request held
-            if referee is not None:  # while the model loads
-                referee.warm()
-            self.stats.unrefereed += len(borderline)
-            return []
-        try:
-            asked, *stored = await asyncio.gather(
-                referee.embed(question),
-                *(
-                    _embedded(referee, entry.keys.query or "", self._reference.get(entry.ident))
-                    for entry, _ in borderline
-                ),
-            )
-        except Exception:  # a broken referee is a miss, not an error
-            log.exception("cache: the reference embedder failed")
-            self.stats.unrefereed += len(borderline)
-            return []
-        similar = []
-        for (entry, fast), vector in zip(borderline, stored, strict=True):
-            if self._by_id.get(entry.ident) is not entry:  # evicted during the wait
-                continue
-            self._reference[entry.ident] = vector
-            reference = float(asked @ vector)
-            if (reference >= threshold) != (fast >= threshold):
-                self.stats.overturned += 1
-            if reference >= threshold:
-                similar.append((entry, reference))
-        return sorted(similar, key=lambda candidate: -candidate[1])
-
-    async def _verified(
-        self,
-        similar: list[tuple[Entry, float]],
-        question: str,
-        corrections: Mapping[int, Pair | None],
-    ) -> Hit | None:
-        """The nearest candidate whose answer the verifier agrees answers the question: all of
-        them in one batch, and again with typos corrected (`corrections`, by entry). No verdict
-        (the model still loading, or failed) is no hit."""
-        verifier = self.verifier
-        assert verifier is not None
-        if not verifier.ready:
-            verifier.warm()
-            self.stats.unverified += len(similar)
-            return None
-        try:
-            scores = await verifier.scores(question, [e.keys.query or "" for e, _ in similar])
-            agreed = [
-                score >= AGREES and await self._agrees_corrected(corrections.get(entry.ident))
-                for (entry, _), score in zip(similar, scores, strict=True)
-            ]
-        except Exception:  # a broken verifier is a miss, not an error
-            log.exception("cache: the answer verifier failed")
-            self.stats.unverified += len(similar)
-            return None
-        self.stats.verified += len(similar)
-        self.stats.disagreed += agreed.count(False)
-        for (entry, similarity), agrees in zip(similar, agreed, strict=True):
-            if agrees and self._by_id.get(entry.ident) is entry:  # not evicted
-                return self._served(entry, similarity)
-        return None
-
-    async def _agrees_corrected(self, pair: Pair | None) -> bool:
-        """The verifier's second reading, of the (stored, asked) questions with their typos
-        corrected, when there were any: it learnt typos as a sign of a paraphrase (the tuning
-        half typed in a hurry, `bench.cache_truth --typos`: 1 of 192 near-misses served on one
-        reading, none on both). Both readings must agree."""
-        if pair is None or self.verifier is None:
-            return True
-        self.stats.corrected += 1
-        (score,) = await self.verifier.scores(pair[1], [pair[0]])
-        return bool(score >= AGREES)
 
     async def insert(
         self,
@@ -511,7 +372,7 @@ class AnswerCache:
         kept = self._by_id.pop(entry.ident, None)
         if kept is not None:
             self._bytes -= footprint(kept)
-        self._reference.pop(entry.ident, None)
+        self._judge.forget(entry.ident)
         if self._words is not None:
             self._words.drop(entry.ident)
         self.changes += 1

@@ -14,7 +14,7 @@ from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
 
-from cache.store import CacheStats
+from cache.stats import CacheStats
 from cache.verifier import STEPS, Verifier
 from proxy.services import Services
 

@@ -1071,7 +1071,7 @@ def consistent(cache: AnswerCache, limits: list[int]) -> None:
             e.ident for e in live.values() if e.keys.context == context and e.vector is not None
         ]
         assert sorted(ident for ident, _ in found) == sorted(mine)
-    assert set(cache._reference) <= set(live)
+    assert cache._judge.referenced <= set(live)
 
 
 @settings(max_examples=150, deadline=None)

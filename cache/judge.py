@@ -1,0 +1,215 @@
+"""Whether a stored answer answers the question asked: the similar candidates a lookup found
+(cache/store.py), judged cheapest first, and the nearest that every judge accepts chosen.
+
+- The guard (cache/guard.py, microseconds) refuses a candidate that differs in something
+  critical ("5 miles" vs "50 miles"), reading the pair as typed and again with typos corrected
+  (cache/spelling.py), so that "witout" does not hide a "without".
+- The referee, without the verifier: a similarity within the int8 encoder's measured error of
+  the threshold is settled by the reference model (cache/referee.py).
+- The answer verifier (cache/verifier.py), when there is one: it reads the nearest candidate
+  beside the question, and again with typos corrected when there were any; both readings must
+  agree that its answer answers the question ("a good book on X" is not "a good course on X").
+
+A candidate evicted while a judge read it is never chosen. What each judge did is counted in
+the cache's stats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from cache.guard import conflict
+from cache.index import Vector
+from cache.referee import Embeds, Referee, settled
+from cache.spelling import Lexicon, corrected
+from cache.stats import CacheStats
+from cache.verifier import AGREES, Verifies
+
+log = logging.getLogger("overspill")
+
+# Similar candidates the answer verifier reads per lookup, nearest first: each costs one fp32
+# run (10-12 ms here), two when the first agrees, and where the nearest is another question a
+# farther one rarely is the same (on distinct templated questions at 100,000 entries, reading
+# up to 4 served 53 of 400 neighbours' answers, reading 1 fewer); a paraphrase it misses is a
+# miss, not a wrong answer.
+VERIFIED_CANDIDATES = 1
+
+Pair = tuple[str, str]  # (the stored question, the question asked)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A stored question near the one asked: its entry's id, its text, and how similar it is
+    (the fast encoder's cosine, or the referee's once it settled it)."""
+
+    ident: int
+    question: str
+    similarity: float
+
+
+@dataclass
+class Judge:
+    stats: CacheStats
+    referee: Referee | None = None  # None: the embedder is the reference
+    verifier: Verifies | None = None  # None: a similar question the guard accepts is served
+    lexicon: Lexicon | None = None  # typos corrected for the second readings (None: none)
+    # the entries' reference vectors, once the referee needed them
+    _reference: dict[int, Vector] = field(default_factory=dict)
+
+    def in_reach(self, similarity: float, threshold: float) -> bool:
+        """Similar enough to be judged: past the threshold, or within the referee's band."""
+        return settled(similarity, threshold, *self._band()) is not False
+
+    async def chosen(
+        self,
+        nearest: list[Candidate],
+        asked: str,
+        threshold: float,
+        holds: Callable[[int], bool],
+    ) -> Candidate | str:
+        """The nearest candidate every judge accepts (`holds`: its entry is still stored);
+        else why a similar one was refused ("" when none was similar)."""
+        refused = ""
+        similar: list[Candidate] = []  # past the threshold, nearest first
+        borderline: list[Candidate] = []  # for the referee, nearest first
+        corrections: dict[int, Pair | None] = {}  # by entry: the pair with typos corrected
+        for candidate in nearest:  # most similar first: a clear one precedes any borderline
+            verdict = settled(candidate.similarity, threshold, *self._band())
+            if verdict is False:
+                continue
+            # The guard first: microseconds, where the referee takes milliseconds.
+            reason, corrections[candidate.ident] = self._objection(candidate.question, asked)
+            if reason is not None:
+                refused = refused or reason
+                self.stats.refused += 1
+            elif verdict and self.verifier is None:
+                return candidate
+            else:
+                (similar if verdict else borderline).append(candidate)
+        if borderline:
+            similar += await self._refereed(borderline, threshold, asked, holds)
+        if not similar:
+            return refused
+        if self.verifier is None:
+            return similar[0]
+        agreed = await self._verified(similar[:VERIFIED_CANDIDATES], asked, corrections, holds)
+        return agreed if agreed is not None else refused or "the verifier: another question"
+
+    def forget(self, ident: int) -> None:
+        """An entry left the cache: its reference vector goes with it."""
+        self._reference.pop(ident, None)
+
+    @property
+    def referenced(self) -> set[int]:
+        """The entries whose reference vector is kept."""
+        return set(self._reference)
+
+    def _band(self) -> tuple[float, float | None]:
+        referee = self.referee
+        margin = referee.margin() if referee else 0.0
+        below = referee.below() if referee and referee.below else None
+        return margin, below
+
+    def _objection(self, stored: str, asked: str) -> tuple[str | None, Pair | None]:
+        """The guard's objection, if any: to the questions as typed and, with a lexicon, to
+        them with their typos corrected, so that "witout" does not hide a "without"; and that
+        corrected pair, for the verifier's second reading (None: nothing was corrected)."""
+        reason = conflict(stored, asked)
+        if reason is not None or self.lexicon is None:
+            return reason, None
+        pair = corrected(stored, asked, self.lexicon), corrected(asked, stored, self.lexicon)
+        if pair == (stored, asked):
+            return None, None
+        return conflict(*pair), pair
+
+    async def _refereed(
+        self,
+        borderline: list[Candidate],
+        threshold: float,
+        asked: str,
+        holds: Callable[[int], bool],
+    ) -> list[Candidate]:
+        """The borderline candidates that the reference model puts at or above the threshold,
+        nearest first, with the reference similarity: every vector it needs in one batch (one
+        padded fp32 run)."""
+        self.stats.refereed += len(borderline)
+        referee = self.referee.embeds if self.referee else None
+        if referee is None or not referee.ready:  # no hit beats a guess, or a request held
+            if referee is not None:  # while the model loads
+                referee.warm()
+            self.stats.unrefereed += len(borderline)
+            return []
+        try:
+            question, *stored = await asyncio.gather(
+                referee.embed(asked),
+                *(
+                    _embedded(referee, candidate.question, self._reference.get(candidate.ident))
+                    for candidate in borderline
+                ),
+            )
+        except Exception:  # a broken referee is a miss, not an error
+            log.exception("cache: the reference embedder failed")
+            self.stats.unrefereed += len(borderline)
+            return []
+        similar = []
+        for candidate, vector in zip(borderline, stored, strict=True):
+            if not holds(candidate.ident):  # evicted during the wait
+                continue
+            self._reference[candidate.ident] = vector
+            reference = float(question @ vector)
+            if (reference >= threshold) != (candidate.similarity >= threshold):
+                self.stats.overturned += 1
+            if reference >= threshold:
+                similar.append(Candidate(candidate.ident, candidate.question, reference))
+        return sorted(similar, key=lambda candidate: -candidate.similarity)
+
+    async def _verified(
+        self,
+        similar: list[Candidate],
+        asked: str,
+        corrections: Mapping[int, Pair | None],
+        holds: Callable[[int], bool],
+    ) -> Candidate | None:
+        """The nearest candidate whose answer the verifier agrees answers the question: all of
+        them in one batch, and again with typos corrected (`corrections`, by entry). No verdict
+        (the model still loading, or failed) is no hit."""
+        verifier = self.verifier
+        assert verifier is not None
+        if not verifier.ready:
+            verifier.warm()
+            self.stats.unverified += len(similar)
+            return None
+        try:
+            scores = await verifier.scores(asked, [candidate.question for candidate in similar])
+            agreed = [
+                score >= AGREES and await self._agrees_corrected(corrections.get(candidate.ident))
+                for candidate, score in zip(similar, scores, strict=True)
+            ]
+        except Exception:  # a broken verifier is a miss, not an error
+            log.exception("cache: the answer verifier failed")
+            self.stats.unverified += len(similar)
+            return None
+        self.stats.verified += len(similar)
+        self.stats.disagreed += agreed.count(False)
+        for candidate, agrees in zip(similar, agreed, strict=True):
+            if agrees and holds(candidate.ident):  # not evicted
+                return candidate
+        return None
+
+    async def _agrees_corrected(self, pair: Pair | None) -> bool:
+        """The verifier's second reading, of the (stored, asked) questions with their typos
+        corrected, when there were any: it learnt typos as a sign of a paraphrase (the tuning
+        half typed in a hurry, `bench.cache_truth --typos`: 1 of 192 near-misses served on one
+        reading, none on both). Both readings must agree."""
+        if pair is None or self.verifier is None:
+            return True
+        self.stats.corrected += 1
+        (score,) = await self.verifier.scores(pair[1], [pair[0]])
+        return bool(score >= AGREES)
+
+
+async def _embedded(embeds: Embeds, text: str, known: Vector | None) -> Vector:
+    return known if known is not None else await embeds.embed(text)
