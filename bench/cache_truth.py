@@ -40,7 +40,7 @@ from typing import Any
 import aiohttp
 
 from bench.cache_e2e import pct
-from bench.cache_miss import ENGINE, cache_status, engine_requests
+from bench.cache_miss_setup import ENGINE, cache_status, engine_requests
 from bench.loadgen import cpu_seconds
 from bench.report import RESULTS, plot_path, table
 from proxy.children import Child, overspill_command, started
