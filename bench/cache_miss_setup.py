@@ -98,11 +98,18 @@ def proxy(engine: str, semantic: bool, cache_file: Path | None = None) -> Iterat
         f"[cache]\nsemantic = {str(semantic).lower()}\nttl_s = 86400\n"
         "max_entries = 200000\nmax_total_entries = 200000\nmax_bytes = 1073741824\n" + path_line
     )
+    with configured(config, timeout=300) as child:
+        yield child
+
+
+@contextlib.contextmanager
+def configured(config: str, timeout: float) -> Iterator[Child]:
+    """A proxy started with this configuration (TOML), written to a temporary folder."""
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "overspill.toml"
         path.write_text(config)
         command = overspill_command("serve", "--config", str(path), "--port", "0")
-        with started(command, timeout=300) as child:
+        with started(command, timeout=timeout) as child:
             yield child
 
 

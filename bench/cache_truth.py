@@ -30,7 +30,6 @@ import contextlib
 import json
 import random
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -40,7 +39,7 @@ from typing import Any
 import aiohttp
 
 from bench.cache_e2e import pct
-from bench.cache_miss_setup import ENGINE, cache_status, engine_requests
+from bench.cache_miss_setup import ENGINE, cache_status, configured, engine_requests
 from bench.loadgen import cpu_seconds
 from bench.report import RESULTS, plot_path, table
 from proxy.children import Child, overspill_command, started
@@ -110,12 +109,8 @@ def proxy(engine: str, cache_lines: str) -> Iterator[Child]:
         '[server]\nlog_level = "warning"\n'
         f"[cache]\nttl_s = 86400\n{cache_lines}"
     )
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "overspill.toml"
-        path.write_text(config)
-        command = overspill_command("serve", "--config", str(path), "--port", "0")
-        with started(command, timeout=900) as child:
-            yield child
+    with configured(config, timeout=900) as child:
+        yield child
 
 
 def body(row: dict[str, str], question: str) -> dict[str, Any]:
