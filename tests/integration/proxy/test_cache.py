@@ -434,6 +434,37 @@ def test_the_verifier_turns_down_a_swapped_word_the_guard_lets_through() -> None
         assert ask(p.url, course).headers["x-overspill-cache"] == "hit-semantic"
 
 
+def test_a_question_typed_in_a_hurry_is_served_and_a_typo_hides_no_difference() -> None:
+    """Through the official openai SDK: typos are mended toward the stored questions' words
+    before the search ("chnage my profle", cosine 0.63 as typed, finds its question), and the
+    guard reads the pair again corrected, so "witout" is "without": a question about cooking
+    without an oven is not served the answer about cooking with one."""
+    with stack() as (p, engine):
+        client = openai.OpenAI(base_url=p.url + "/v1", api_key="unused", max_retries=0)
+
+        def asked(question: str) -> tuple[str, str]:
+            raw = client.chat.completions.with_raw_response.create(
+                model="sim-model",
+                messages=[{"role": "user", "content": question}],
+                temperature=0,
+                max_tokens=12,
+            )
+            return raw.headers["x-overspill-cache"], raw.parse().choices[0].message.content or ""
+
+        _, profile = asked("How do I change my profile picture?")
+        _, oven = asked("What dishes can I make with an oven?")
+        searchable(p.url, 2)
+        before = received(engine)
+        assert asked("how do i chnage my profle picture") == ("hit-semantic", profile)
+        assert received(engine) == before
+        kind, answer = asked("what dishes can i make witout an oven")
+        assert kind == "miss"
+        assert answer != oven
+        assert received(engine) == before + 1
+        cache = status(p.url)["cache"]
+        assert cache["refused"] >= 1  # by the guard, on the corrected reading
+
+
 def test_a_different_system_prompt_is_never_a_semantic_hit() -> None:
     # without the verifier, so that the threshold decides and the referee settles the pair
     with stack("[cache]\nverifier = false\n") as (p, _):
