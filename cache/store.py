@@ -140,11 +140,7 @@ class AnswerCache:
             self.stats.misses += 1
             return Miss()
         if not self.embedder.ready:  # a miss now beats a request held for seconds
-            self.embedder.warm()
-            if self.referee is not None:
-                self.referee.embeds.warm()
-            if self.verifier is not None:
-                self.verifier.warm()
+            self.warm()
             self.stats.misses += 1
             return Miss()
         vector = await self.embedder.embed(self._embeddable(keys))
@@ -154,6 +150,15 @@ class AnswerCache:
             return found
         self.stats.misses += 1
         return Miss(vector, found)
+
+    def warm(self) -> None:
+        """Start loading the semantic layer's models (in their own threads), if not yet done."""
+        if self.embedder is not None:
+            self.embedder.warm()
+        if self.referee is not None:
+            self.referee.embeds.warm()
+        if self.verifier is not None:
+            self.verifier.warm()
 
     async def _similar(
         self, keys: CacheKeys, vector: Vector, threshold: float, needs_usage: bool = False
@@ -324,12 +329,15 @@ class AnswerCache:
         questions (in a running loop; else at its first lookup). Built as they came, a build
         from the first `exact_up_to` questions had the rest replayed one by one on the loop and
         was rebuilt at the first lookup: at 100,000, ~3 s of both cores under the first
-        requests after a restart."""
+        requests after a restart. With questions to search, the models start loading too: the
+        first lookups after a restart are misses until they are ready."""
         for entry in entries:
             if self._store(dataclasses.replace(entry, ident=next(self._ids)), maintain=False):
                 self._trim()
         for context, index in self._contexts.items():
             self._maintain(context, index)
+        if self._contexts:  # questions to search: the models load now, not at the first lookup
+            self.warm()
 
     def sweep(self) -> int:
         """Drop the expired entries (lookups drop those they meet; this finds the others)."""

@@ -626,7 +626,7 @@ async def test_entries_restore_round_trip(cache: AnswerCache, clock: Clock) -> N
 async def test_a_restored_context_is_built_once_from_all_its_questions(clock: Clock) -> None:
     """A restart restores thousands of questions: one build from all of them, started at once,
     not one from the first `exact_up_to` with the rest replayed and a rebuild at the first
-    lookup (seconds of both cores under the first requests)."""
+    lookup (seconds of both cores under the first requests); and the models start loading."""
     names = [f"Tell me about the {word} river" for word in WORDS]
     rng = np.random.default_rng(9)
     vectors = {name: unit(*rng.standard_normal(8)) for name in names}
@@ -635,9 +635,14 @@ async def test_a_restored_context_is_built_once_from_all_its_questions(clock: Cl
     source = AnswerCache(FakeEmbedder(vectors), clock, exact_up_to=len(names))
     for name in names:
         await insert(source, name, CacheRule(max_entries=len(names)))
-    restored = AnswerCache(FakeEmbedder(vectors), clock, exact_up_to=16)
+    models = FakeEmbedder(vectors, ready=False)
+    restored = AnswerCache(models, clock, exact_up_to=16)
+    restored.restore([])
+    assert models.warmed == 0  # nothing to search: no model loaded for it
     restored.restore(source.entries())
     assert restored.building == 1  # before any lookup
+    assert models.warmed == 1  # the models load now, not at the first lookup
+    models.ready = True
     await restored.built()
     index = restored._contexts[keys(names[0]).context or ""]
     assert index.built_from == len(names)
