@@ -5,7 +5,8 @@ The export runs in a child process (`python -m cache.onnx_model build DIR`), so 
 start leaves torch out of the server. int8 moves a similarity by a few hundredths, enough to flip
 a question near the threshold, so the cache has the fp32 model settle those few (`referee_kind`,
 cache.referee.Referee): the fast path then serves exactly the reference's hits. How far int8 strays
-is measured by the export, on the machine it runs on (`measured_shift`), and the referee's margin
+is measured by the export, on the machine it runs on, and again on a machine with other int8
+kernels that serves a model made elsewhere (`measured_shift`, cache/shift.py); the referee's margin
 is sized from that.
 
 `Embedder` is the async front. One worker thread owns the encoder and hands every text waiting at
@@ -27,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from cache.calibration_pairs import PAIRS as CALIBRATION
 from cache.encoders import (
     MODEL_FILE,
     ONNX_DIR,
@@ -43,7 +45,8 @@ from cache.encoders import (
     onnx_encoder,
     source_model,
 )
-from cache.onnx_model import complete, read_shift, rebuild
+from cache.onnx_model import complete, measure_shift, read_shift, rebuild
+from cache.shift import cpu_signature, shift_here
 
 
 class EmbedderClosed(EmbedderError):
@@ -66,11 +69,20 @@ def referee_kind(kind: EncoderKind) -> EncoderKind | None:
 
 
 def measured_shift(kind: EncoderKind, home: Path) -> Shift | None:
-    """How far `kind` strays from its referee, as the export measured it on the CPU it ran on;
-    None for an encoder that needs no referee. Call it after load_encoder, which makes the model."""
+    """How far `kind` strays from its referee on this CPU: as the export measured it, or, for a
+    model made on another CPU, as measured here (cache/shift.py: seconds, once); None for an
+    encoder that needs no referee. Call it after load_encoder, which makes the model."""
     if referee_kind(kind) is None:
         return None
-    return read_shift(home / "models" / ONNX_DIR)
+    folder = home / "models" / ONNX_DIR
+
+    def measure() -> Shift:
+        tokenizer = folder / TOKENIZER_FILE
+        fast = onnx_encoder(folder / MODEL_FILE, tokenizer)
+        reference = onnx_encoder(folder / REFERENCE_FILE, tokenizer, batched=True)
+        return measure_shift(fast, reference, CALIBRATION)
+
+    return shift_here(read_shift(folder), folder, cpu_signature(), measure)
 
 
 def _load_torch(home: Path) -> Encoder:

@@ -54,11 +54,13 @@ class Encoder(Protocol):
 @dataclass(frozen=True)
 class Shift:
     """How far an encoder moved the cosine of a pair of texts from its referee's: the largest
-    and the 99th percentile of the absolute differences, over `pairs` pairs."""
+    and the 99th percentile of the absolute differences, over `pairs` pairs, on the CPU `cpu`
+    names (cache/shift.py; "" when it was not recorded)."""
 
     max: float
     p99: float
     pairs: int
+    cpu: str = ""
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.p99 <= self.max <= 2.0 and self.pairs > 0):  # NaN fails too

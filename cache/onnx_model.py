@@ -26,7 +26,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ from cache.encoders import (
     onnx_encoder,
     source_model,
 )
+from cache.shift import cpu_signature
 
 _OPSET = 17
 # What the cached model was made by: a change here (or in the source weights) rebuilds it.
@@ -251,7 +252,8 @@ def export(staging: Path) -> None:
     _quantise(fp32, int8)
     fast = onnx_encoder(int8, tokenizer)
     _check(fast, expected, floor=0.95)
-    manifest = {**_manifest(), "shift": asdict(measure_shift(fast, reference, CALIBRATION))}
+    shift = replace(measure_shift(fast, reference, CALIBRATION), cpu=cpu_signature())
+    manifest = {**_manifest(), "shift": asdict(shift)}
     (staging / _MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
 
 

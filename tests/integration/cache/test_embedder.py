@@ -23,6 +23,7 @@ from cache.embedder import Embedder, EmbedderClosed, load_encoder, measured_shif
 from cache.encoders import ONNX_DIR, EmbedderError, Encoder, OnnxEncoder, Shift, Vectors
 from cache.onnx_model import measure_shift, pair_cosines
 from cache.referee import UNMEASURED_MARGIN, referee_band_below, referee_margin
+from cache.shift import cpu_signature
 from proxy.flow.caching import embedders
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -163,6 +164,26 @@ def test_the_export_measures_how_far_int8_strays(home: Path, measured: Shift) ->
     assert Shift(**manifest["shift"]) == measured
     assert measured.pairs == len(CALIBRATION) >= 150
     assert 0 < measured.p99 <= measured.max < 0.1  # a few hundredths: 0.036 when written
+
+
+def test_a_model_made_on_another_cpu_is_measured_again_here_once(
+    home: Path, measured: Shift, tmp_path: Path
+) -> None:
+    """int8 kernels differ by CPU: a manifest whose measure names another CPU (or none, made
+    before the CPU was recorded) is measured again on this one and kept beside the model. On
+    the CPU that made it, the measure comes out as the export's."""
+    assert measured.cpu == cpu_signature()
+    copied = tmp_path / "home"
+    shutil.copytree(model_dir(home), model_dir(copied))
+    manifest_path = model_dir(copied) / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["shift"]["cpu"] = "another CPU"
+    manifest_path.write_text(json.dumps(manifest))
+    here = measured_shift("onnx", copied)
+    assert here == measured
+    assert len(list(model_dir(copied).glob("shift-*.json"))) == 1  # kept for the next start
+    (model_dir(copied) / "reference.onnx").unlink()  # measuring again would need it
+    assert measured_shift("onnx", copied) == measured
 
 
 def test_held_out_pairs_stay_within_the_margin(
