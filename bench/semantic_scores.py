@@ -166,7 +166,7 @@ def served_similarities(
     below: float | None = None,
 ) -> Similarities:
     """What the cache compares with the threshold: the fast similarity when it is clear, the
-    reference's when it is within `margin` above the threshold or `below` under it (cache.store's
+    reference's when it is within `margin` above the threshold or `below` under it (cache.judge's
     rule)."""
     borderline = [settled(float(sim), threshold, margin, below) is None for sim in fast]
     served: Similarities = np.where(borderline, reference, fast).astype(np.float32)

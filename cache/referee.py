@@ -1,6 +1,6 @@
 """The referee of borderline similarities: the reference model settles a similarity that the
 fast one (int8) places too close to the threshold to trust, so that the cache serves exactly the
-hits the reference would (cache/store.py asks; this module says when and how far).
+hits the reference would (cache/judge.py asks; this module says when and how far).
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ class OnDemandEmbedder:
         return self._margin
 
     def below(self) -> float:
-        """How far below the threshold the referee still looks (store.referee_band_below)."""
+        """How far below the threshold the referee still looks (referee.referee_band_below)."""
         return self._below
 
     def _load(self) -> Encoder:
