@@ -76,8 +76,9 @@ class Judge:
         similar: list[Candidate] = []  # past the threshold, nearest first
         borderline: list[Candidate] = []  # for the referee, nearest first
         corrections: dict[int, Pair | None] = {}  # by entry: the pair with typos corrected
+        band = self._band()
         for candidate in nearest:  # most similar first: a clear one precedes any borderline
-            verdict = settled(candidate.similarity, threshold, *self._band())
+            verdict = settled(candidate.similarity, threshold, *band)
             if verdict is False:
                 continue
             # The guard first: microseconds, where the referee takes milliseconds.

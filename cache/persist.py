@@ -12,14 +12,12 @@ import base64
 import contextlib
 import logging
 import os
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 import orjson
 
+from cache.files import atomic_file
 from cache.keys import CacheKeys
 from cache.store import Entry
 
@@ -32,24 +30,6 @@ def save(entries: list[Entry], path: Path) -> None:
         out.write(FORMAT + b"\n")
         for entry in entries:
             out.write(orjson.dumps(_record(entry)) + b"\n")
-
-
-@contextlib.contextmanager
-def atomic_file(path: Path) -> Iterator[BinaryIO]:
-    """A file that replaces `path` whole once written (synced first), or not at all."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # a name of its own: a save still running in its thread never shares a file with the next
-    descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "wb") as out:  # mkstemp: mode 0600, answers are users' words
-            yield out
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(name, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
-        raise
 
 
 def load(path: Path) -> list[Entry]:

@@ -11,18 +11,16 @@ kept beside the model (`shift-<signature>.json`).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
-import os
 import platform
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from cache.encoders import Shift
+from cache.files import atomic_file
 
 log = logging.getLogger("overspill")
 
@@ -91,16 +89,10 @@ def shift_here(written: Shift, folder: Path, signature: str, measure: Callable[[
 
 
 def _keep(path: Path, shift: Shift) -> None:
-    """Written whole or not at all; a folder this process cannot write means measuring again
-    at the next start, not a failure."""
-    temporary = None
+    """Beside the model, for the next start; a folder this process cannot write (or that is
+    gone) means measuring again at the next start, not a failure."""
     try:
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False) as out:
-            temporary = out.name
-            json.dump(dataclasses.asdict(shift), out)
-        os.replace(temporary, path)
+        with atomic_file(path, make_folder=False) as out:
+            out.write(json.dumps(dataclasses.asdict(shift)).encode())
     except OSError as exc:
         log.warning("embedder: could not keep the measure in %s: %s", path, exc)
-        if temporary is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)

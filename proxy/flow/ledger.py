@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 
-from cache.persist import atomic_file
+from cache.files import atomic_file
 from policies.budget import Spend
 from policies.model import Policy
 
