@@ -78,7 +78,8 @@ def proxy(engine: str, semantic: bool) -> Iterator[Child]:
     config = (
         f'[[backends]]\nname = "local"\nkind = "vllm"\nurl = "{engine}"\n'
         '[server]\nlog_level = "warning"\n'
-        f"[cache]\nsemantic = {str(semantic).lower()}\n"
+        # a hit's own cost: no engine work started beside the verifier's reading
+        f"[cache]\nsemantic = {str(semantic).lower()}\nspeculate = false\n"
     )
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "overspill.toml"

@@ -40,8 +40,8 @@ import aiohttp
 
 from bench.cache_e2e import pct
 from bench.cache_miss_setup import (
-    ENGINE,
     cache_status,
+    engine_args,
     engine_requests,
     probe_record,
     proxy,
@@ -71,6 +71,9 @@ class Row:
     refereed: float  # share of its lookups the reference model settled
     verified: float  # ... whose nearest candidate the answer verifier read
     read_twice: float  # ... which its first reading agreed on, so it read the other way too
+    speculated: float  # ... whose engine work started while the verifier read
+    engine_first: float  # ... whose engine answer began before the verdict (reading dropped)
+    withdrawn: float  # ... whose engine work was withdrawn: the verifier agreed first
     approximate: bool
     rss_mb: tuple[float, float]
 
@@ -152,19 +155,23 @@ async def measure_size(
     latencies, cpu, statuses = await alternate(urls, pids, one)
     rate_c, cpu64_c, flood_statuses = await flood(cached.url, pids[0], rest[:half], args.seconds)
     rate_p, cpu64_p, plain_statuses = await flood(plain.url, pids[1], rest[half:], args.seconds)
-    async with aiohttp.ClientSession() as session:
-        status1 = await cache_status(session, cached.url)
-        served = await engine_requests(session, engine) - served0
     for name, count in flood_statuses.items():
         statuses[name] = statuses.get(name, 0) + count
     requests, misses = sum(statuses.values()), statuses.get("miss", 0)
     plain_requests = len(one) + sum(plain_statuses.values())
-    # proof: the cached proxy looked every request up, and the engine received exactly its
-    # misses and every request of the exact-only one (distinct questions: none coalesced)
+    async with aiohttp.ClientSession() as session:
+        status1 = await cache_status(session, cached.url)
+        withdrawn = status1["withdrawn"] - status0["withdrawn"]
+        # proof: the engine received exactly the cached proxy's misses, the requests it
+        # withdrew for a verified hit (counted once the engine has aborted them) and every
+        # request of the exact-only one (distinct questions: none coalesced)
+        expected = misses + withdrawn + plain_requests
+        served = await settled_count(session, engine, served0, expected)
+    # ... and the cached proxy looked every request up
     lookups = sum(status1[k] - status0[k] for k in ("misses", "hits_semantic", "hits_exact"))
     assert lookups == requests, f"the cache counted {lookups} lookups for {requests} requests"
-    assert served == misses + plain_requests, (
-        f"engine: {served}, forwarded {misses}+{plain_requests}"
+    assert served == expected, (
+        f"engine: {served}, forwarded {misses}+{withdrawn} withdrawn+{plain_requests}"
     )
     refereed = (status1["refereed"] - status0["refereed"]) / max(lookups, 1)
     verified = (status1["verified"] - status0["verified"]) / max(lookups, 1)
@@ -181,9 +188,25 @@ async def measure_size(
         refereed,
         verified,
         (twice[1] - twice[0]) / max(lookups, 1),
+        (status1["speculated"] - status0["speculated"]) / max(lookups, 1),
+        (status1["overtaken"] - status0["overtaken"]) / max(lookups, 1),
+        withdrawn / max(lookups, 1),
         bool(status1.get("indexes_approximate")),
         (rss_mb(pids[0]), rss_mb(pids[1])),
     )
+
+
+async def settled_count(
+    session: aiohttp.ClientSession, engine: str, before: float, expected: int
+) -> float:
+    """The requests the engine finished since `before`, once they reach `expected` (an abort
+    is counted at the engine's next step), or as they stand after a few seconds."""
+    for _ in range(100):
+        served = await engine_requests(session, engine) - before
+        if served >= expected:
+            return served
+        await asyncio.sleep(0.05)
+    return served
 
 
 def run(args: argparse.Namespace) -> list[Row]:
@@ -192,7 +215,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     rows = []
     with (
         tempfile.TemporaryDirectory() as folder,
-        started(overspill_command("sim", "--port", "0", *ENGINE)) as engine,
+        started(overspill_command("sim", "--port", "0", *engine_args(args.decode_ms))) as engine,
     ):
         probe = probe_record(engine.url, Path(folder))
         for entries in sizes:
@@ -200,7 +223,10 @@ def run(args: argparse.Namespace) -> list[Row]:
             path = Path(folder) / f"preloaded-{entries}.cache"
             write_cache(path, probe, stored)
             print(f"{entries:,} entries: measuring", flush=True)
-            with proxy(engine.url, True, path) as cached, proxy(engine.url, False) as plain:
+            with (
+                proxy(engine.url, True, path, args.speculate) as cached,
+                proxy(engine.url, False) as plain,
+            ):
                 rows.append(
                     asyncio.run(measure_size(engine.url, cached, plain, entries, asked, args))
                 )
@@ -224,6 +250,9 @@ def report(rows: list[Row]) -> str:
         "refereed",
         "verified",
         "read twice",
+        "speculated",
+        "engine first",
+        "withdrawn",
         "misses",
         "approximate",
         "RSS MB",
@@ -246,6 +275,9 @@ def report(rows: list[Row]) -> str:
                 f"{r.refereed:.1%}",
                 f"{r.verified:.1%}",
                 f"{r.read_twice:.1%}",
+                f"{r.speculated:.1%}",
+                f"{r.engine_first:.1%}",
+                f"{r.withdrawn:.1%}",
                 f"{r.misses}/{r.requests}",
                 r.approximate,
                 r.rss_mb[0],
@@ -303,6 +335,9 @@ def load(path: Path) -> list[Row]:
         values: dict[str, Any] = {
             "verified": 0.0,
             "read_twice": 0.0,  # runs saved before these were measured
+            "speculated": 0.0,
+            "engine_first": 0.0,
+            "withdrawn": 0.0,
             **{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()},
         }
         rows.append(Row(**{f.name: values[f.name] for f in dataclasses.fields(Row)}))
@@ -315,6 +350,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--requests", type=int, default=300, help="at concurrency 1")
     parser.add_argument("--before", type=Path, help="a saved run (cache_miss.json) to plot beside")
+    parser.add_argument(
+        "--speculate",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the cached proxy's [cache] speculate (the default: on)",
+    )
+    parser.add_argument(
+        "--decode-ms", type=float, default=1.0, help="the simulator's time per decode step"
+    )
     args = parser.parse_args(argv)
     before = load(args.before) if args.before else None
     rows = run(args)

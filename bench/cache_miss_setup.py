@@ -24,10 +24,16 @@ from cache.index import EXACT_UP_TO
 from proxy.children import Child, overspill_command, started
 from proxy.home import overspill_home
 
-ENGINE = (
-    *("--decode-base-ms", "1", "--prefill-ms-per-token", "0.001"),
-    *("--model", "m", "--max-seqs", "256"),
-)
+
+def engine_args(decode_ms: float = 1.0) -> tuple[str, ...]:
+    """A simulator that answers the bench's 8 tokens in about 8 decode steps of `decode_ms`."""
+    return (
+        *("--decode-base-ms", f"{decode_ms:g}", "--prefill-ms-per-token", "0.001"),
+        *("--model", "m", "--max-seqs", "256"),
+    )
+
+
+ENGINE = engine_args()
 
 # --- the cache file --------------------------------------------------------------------------
 
@@ -90,12 +96,15 @@ async def _one(url: str, text: str) -> None:
 
 
 @contextlib.contextmanager
-def proxy(engine: str, semantic: bool, cache_file: Path | None = None) -> Iterator[Child]:
+def proxy(
+    engine: str, semantic: bool, cache_file: Path | None = None, speculate: bool = True
+) -> Iterator[Child]:
     path_line = f'path = "{cache_file}"\nsave_interval_s = 3600\n' if cache_file else ""
     config = (
         f'[[backends]]\nname = "local"\nkind = "vllm"\nurl = "{engine}"\n'
         '[server]\nlog_level = "warning"\n'
         f"[cache]\nsemantic = {str(semantic).lower()}\nttl_s = 86400\n"
+        f"speculate = {str(speculate).lower()}\n"
         "max_entries = 200000\nmax_total_entries = 200000\nmax_bytes = 1073741824\n" + path_line
     )
     with configured(config, timeout=300) as child:

@@ -6,7 +6,8 @@ One fast simulator behind two proxies, identical but for `[cache] verifier`: off
 Each pair gets a conversation of its own (a system message naming it), so pairs never meet in
 the cache. First every `a` is asked (a miss: its answer is stored); once all are searchable and
 the models loaded, every `b` is asked, one at a time: `x-overspill-cache: hit-semantic` on a
-paraphrase is a hit, on a near-miss a wrong answer.
+paraphrase is a hit, on a near-miss a wrong answer. Speculation is off: the cache's decisions are
+measured, not which of the engine and the verifier finishes first.
 
 Reported per file (and split): recall, wrong hits, what a `b` lookup costs (client p50 and p99,
 hits and misses apart, the proxy's CPU per lookup), and, as proof of what was measured, that the
@@ -107,7 +108,9 @@ def proxy(engine: str, cache_lines: str) -> Iterator[Child]:
     config = (
         f'[[backends]]\nname = "local"\nkind = "vllm"\nurl = "{engine}"\n'
         '[server]\nlog_level = "warning"\n'
-        f"[cache]\nttl_s = 86400\n{cache_lines}"
+        # what the cache decides: with speculation, this fast simulator's answer would come
+        # before some verdicts, and a hit it beats is served the engine's answer instead
+        f"[cache]\nttl_s = 86400\nspeculate = false\n{cache_lines}"
     )
     with configured(config, timeout=900) as child:
         yield child

@@ -50,6 +50,17 @@ class Candidate:
     similarity: float
 
 
+@dataclass(frozen=True)
+class ToVerify:
+    """What the guard and the referee left for the verifier: the candidates to read, nearest
+    first, with their pairs with typos corrected (None: none), and why a nearer one was refused
+    ("" when none was)."""
+
+    similar: tuple[Candidate, ...]
+    corrections: Mapping[int, Pair | None]
+    refused: str
+
+
 @dataclass
 class Judge:
     stats: CacheStats
@@ -63,15 +74,17 @@ class Judge:
         """Similar enough to be judged: past the threshold, or within the referee's band."""
         return settled(similarity, threshold, *self._band()) is not False
 
-    async def chosen(
+    async def screened(
         self,
         nearest: list[Candidate],
         asked: str,
         threshold: float,
         holds: Callable[[int], bool],
-    ) -> Candidate | str:
-        """The nearest candidate every judge accepts (`holds`: its entry is still stored);
-        else why a similar one was refused ("" when none was similar)."""
+    ) -> Candidate | str | ToVerify:
+        """The nearest candidate every judge but the verifier accepts (`holds`: its entry is
+        still stored), when there is no verifier; else why a similar one was refused ("" when
+        none was similar); else the candidates left for the verifier to read (`verified`), a
+        reading its caller may race against the engine."""
         refused = ""
         similar: list[Candidate] = []  # past the threshold, nearest first
         borderline: list[Candidate] = []  # for the referee, nearest first
@@ -96,8 +109,15 @@ class Judge:
             return refused
         if self.verifier is None:
             return similar[0]
-        agreed = await self._verified(similar[:VERIFIED_CANDIDATES], asked, corrections, holds)
-        return agreed if agreed is not None else refused or "the verifier: another question"
+        reading = tuple(similar[:VERIFIED_CANDIDATES])
+        return ToVerify(reading, {c.ident: corrections.get(c.ident) for c in reading}, refused)
+
+    async def verified(
+        self, reading: ToVerify, asked: str, holds: Callable[[int], bool]
+    ) -> Candidate | str:
+        """The verifier's choice among the candidates `screened` left it; else why none."""
+        agreed = await self._verified(list(reading.similar), asked, reading.corrections, holds)
+        return agreed if agreed is not None else reading.refused or "the verifier: another question"
 
     def forget(self, ident: int) -> None:
         """An entry left the cache: its reference vector goes with it."""

@@ -19,6 +19,9 @@ class CacheStats:
     disagreed: int = 0  # ... whose answer it found does not answer it: never served
     corrected: int = 0  # ... it agreed on, read again with their typos corrected
     unverified: int = 0  # ... that it could not read (still loading, failed): not served
+    speculated: int = 0  # lookups whose engine work started while the verifier read
+    withdrawn: int = 0  # ... served a stored answer: the verifier agreed first
+    overtaken: int = 0  # ... whose reading was dropped: the engine's answer began first (misses)
     evicted: int = 0
     expired: int = 0
     too_large: int = 0  # answers heavier than the whole cache's byte bound: not kept

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from cache.index import EXACT_UP_TO, Build, Vector, VectorIndex
-from cache.judge import Candidate, Judge
+from cache.judge import Candidate, Judge, ToVerify
 from cache.keys import CacheKeys
 from cache.referee import Embeds, Referee
 from cache.spelling import ContextWords, Lexicon
@@ -92,6 +92,25 @@ class Miss:
     refused: str = ""  # why the guard refused a similar entry, if it did
 
 
+@dataclass(frozen=True, eq=False)
+class Reading:
+    """A semantic lookup whose nearest candidate the answer verifier is reading: the question's
+    vector (stored with its answer if it turns out a miss) and the outcome to come, which a
+    caller may race against the engine (proxy/flow/speculation.py). Cancelling the outcome
+    makes the lookup a miss; a reading not yet begun is then never run."""
+
+    vector: Vector
+    outcome: asyncio.Future[Hit | Miss]
+    stats: CacheStats  # its cache's
+
+    def drop(self) -> None:
+        """The engine's answer came first: the reading is dropped (never run if it had not
+        begun), and the lookup is a miss."""
+        if self.outcome.cancel():
+            self.stats.misses += 1
+            self.stats.overtaken += 1
+
+
 @dataclass
 class AnswerCache:
     embedder: Embeds | None
@@ -130,6 +149,16 @@ class AnswerCache:
     ) -> Hit | Miss:
         """`needs_usage`: the client must be told the answer's usage (a whole answer, or a stream
         that asked for it), so an answer without it is no hit: its own answer replaces it."""
+        found = await self.begin(keys, rule, semantic, needs_usage)
+        if isinstance(found, Reading):
+            return await found.outcome  # cancelled with this lookup (a task awaited directly)
+        return found
+
+    async def begin(
+        self, keys: CacheKeys, rule: CacheRule, semantic: bool, needs_usage: bool = False
+    ) -> Hit | Miss | Reading:
+        """`lookup`, up to the answer verifier: a lookup that needs its reading comes back as a
+        Reading at once, the reading under way."""
         entry = self._live(keys.scope, keys.exact) if rule.exact else None
         if entry is not None and needs_usage and entry.usage_unknown:
             entry = None
@@ -145,6 +174,16 @@ class AnswerCache:
             return Miss()
         vector = await self.embedder.embed(self._embeddable(keys))
         found = await self._similar(keys, vector, rule.threshold, needs_usage)
+        if isinstance(found, ToVerify):
+            reading = asyncio.ensure_future(self._read(found, keys, vector))
+            return Reading(vector, reading, self.stats)
+        return self._counted(found, vector)
+
+    async def _read(self, reading: ToVerify, keys: CacheKeys, vector: Vector) -> Hit | Miss:
+        chosen = await self._judge.verified(reading, keys.query or "", self._holds)
+        return self._counted(self._served(chosen), vector)
+
+    def _counted(self, found: Hit | str, vector: Vector) -> Hit | Miss:
         if isinstance(found, Hit):
             self.stats.hits_semantic += 1
             return found
@@ -162,9 +201,10 @@ class AnswerCache:
 
     async def _similar(
         self, keys: CacheKeys, vector: Vector, threshold: float, needs_usage: bool = False
-    ) -> Hit | str:
+    ) -> Hit | str | ToVerify:
         """The nearest entry of the same context that is similar enough and that every judge
-        accepts (cache/judge.py); else why a similar one was refused ("" when none was)."""
+        accepts (cache/judge.py); else why a similar one was refused ("" when none was); or,
+        with the verifier, the candidates left for it to read."""
         index = self._contexts.get(keys.context or "")
         if index is None:
             return ""
@@ -179,7 +219,11 @@ class AnswerCache:
                 continue
             if not (needs_usage and entry.usage_unknown):
                 candidates.append(Candidate(ident, entry.keys.query, similarity))
-        chosen = await self._judge.chosen(candidates, keys.query or "", threshold, self._holds)
+        chosen = await self._judge.screened(candidates, keys.query or "", threshold, self._holds)
+        return chosen if isinstance(chosen, ToVerify) else self._served(chosen)
+
+    def _served(self, chosen: Candidate | str) -> Hit | str:
+        """The chosen candidate's answer, if its entry is still stored; else why not."""
         if isinstance(chosen, str):
             return chosen
         entry = self._by_id.get(chosen.ident)

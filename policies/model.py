@@ -139,6 +139,9 @@ class CacheRule:
     tools: bool = False  # True: requests with tools are cacheable too (exact layer only)
     coalesce: bool = True  # identical deterministic requests in flight share one upstream call
     coalesce_nondeterministic: bool = False  # ... and so do those with temperature > 0
+    # While the answer verifier reads a candidate, the engine's work starts too when the request
+    # goes first to a local backend with room; the first to finish decides (flow/speculation.py)
+    speculate: bool = True
 
 
 EncoderKind = Literal["onnx", "torch"]

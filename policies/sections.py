@@ -190,6 +190,7 @@ CACHE_RULE = {
     "tools": Spec(bool, "true or false", _RULE.tools),
     "coalesce": Spec(bool, "true or false", _RULE.coalesce),
     "coalesce_nondeterministic": Spec(bool, "true or false", _RULE.coalesce_nondeterministic),
+    "speculate": Spec(bool, "true or false", _RULE.speculate),
 }
 CACHE = {
     "enabled": Spec(bool, "true or false", True),

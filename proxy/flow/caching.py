@@ -31,7 +31,7 @@ from cache.referee import (
     referee_margin,
 )
 from cache.spelling import Lexicon, read_lexicon
-from cache.store import AnswerCache, CacheBounds, Hit, Miss
+from cache.store import AnswerCache, CacheBounds, Hit, Miss, Reading
 from cache.verifier import OnnxVerifier, Verifier, Verifies, load_verifier
 from cache.verifier_model import make, verifier_folder
 from policies.model import CacheRule, Policy
@@ -226,10 +226,11 @@ class Answers:
         flight = f"{keys.exact}:{level}:{delivery.decode()}"
         return Caching(plan, keys, rule, flight, not request.stream or _usage_asked(request))
 
-    async def lookup(self, caching: Caching) -> Hit | Miss:
+    async def lookup(self, caching: Caching) -> Hit | Miss | Reading:
+        """The cache's answer, or a lookup the answer verifier is reading (AnswerCache.begin)."""
         if not caching.plan.lookup:
             return Miss()
-        return await self.cache.lookup(
+        return await self.cache.begin(
             caching.keys, caching.rule, caching.plan.semantic, caching.needs_usage
         )
 

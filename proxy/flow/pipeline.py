@@ -12,7 +12,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, field
 from types import TracebackType
 
-from cache.store import Hit, Miss
+from cache.store import Hit, Miss, Reading
 from policies.decide import RequestFacts, RoutingPlan, decide, route_for
 from policies.identity import Identity, KeyRing
 from policies.load import LoadSnapshot
@@ -29,6 +29,7 @@ from proxy.flow.legs import Screening
 from proxy.flow.local_room import LocalRoom
 from proxy.flow.record import Record, question_of
 from proxy.flow.runtime import Runtime
+from proxy.flow.speculation import raced, speculates
 from proxy.flow.usage import Usage, metered
 from proxy.flow.waiting import Ask, Turn
 from proxy.legs.breaker import Breaker
@@ -336,26 +337,38 @@ class Answering:
             self.headers.get("cache-control", ""),
         )
         found = await answers.lookup(caching)
+        if isinstance(found, Reading) and not speculates(caching.rule, plan):
+            found = await found.outcome
         if isinstance(found, Hit):
-            record.note_cache(f"hit-{found.kind}", "")
-            ticket.use(0)  # nothing computed: a hit costs no tokens
-            return answers.serve_hit(found, request)
-        record.note_cache(caching.plan.status, caching.plan.why)
+            return self._hit(found, ticket)
+        record.note_cache(caching.plan.status, caching.plan.why)  # a hit raced to says so
         screening, request_id = self.screening, self.request_id
+        miss = found if isinstance(found, Miss) else Miss(found.vector)
 
         async def produce() -> Produced:  # a flight's: it belongs to no one client
             return await pipeline._produced(
-                request, plan, asked, request_id, caching, found, screening
+                request, plan, asked, request_id, caching, miss, screening
             )
 
         shared = answers.shared(caching, produce)
         try:
-            head, chunks = await shared.__aenter__()
+            if isinstance(found, Reading):  # the verifier reads while the engine starts
+                raced_to = await raced(found, shared)
+                if isinstance(raced_to, Hit):
+                    return self._hit(raced_to, ticket)
+                head, chunks = raced_to
+            else:
+                head, chunks = await shared.__aenter__()
         finally:
             record.note_raised(screening.raised)
         self._shared = shared
         record.note_production(head)
         return head, _charged(head, chunks, request, ticket, record)
+
+    def _hit(self, hit: Hit, ticket: Ticket) -> Produced:
+        self.record.note_cache(f"hit-{hit.kind}", "")
+        ticket.use(0)  # nothing computed: a hit costs no tokens
+        return self.pipeline.runtime.answers.serve_hit(hit, self.request)
 
 
 def _charged(

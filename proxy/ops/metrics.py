@@ -115,6 +115,7 @@ class ServicesCollector(Collector):
         yield refused
         yield _referee(stats)
         yield _verifier(stats)
+        yield _speculation(stats)
         if isinstance(answers.verifier, Verifier):
             yield _verifier_steps(answers.verifier)
         entries = GaugeMetricFamily("overspill_cache_entries", "Answers in the cache.")
@@ -186,6 +187,20 @@ def _verifier(stats: CacheStats) -> Metric:
     ):
         verified.add_metric([outcome], count)
     return verified
+
+
+def _speculation(stats: CacheStats) -> Metric:
+    speculated = CounterMetricFamily(
+        "overspill_cache_speculations",
+        "Lookups whose engine work started while the answer verifier read a candidate, by "
+        "what came first: hit (the verifier agreed; the engine's request was withdrawn), engine "
+        "(its answer began first; the reading was dropped), miss (the verifier refused).",
+        labels=["first"],
+    )
+    refused = stats.speculated - stats.withdrawn - stats.overtaken
+    for first, count in (("hit", stats.withdrawn), ("engine", stats.overtaken), ("miss", refused)):
+        speculated.add_metric([first], count)
+    return speculated
 
 
 def _verifier_steps(verifier: Verifier) -> Metric:

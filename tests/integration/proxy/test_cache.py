@@ -49,6 +49,11 @@ def ask(url: str, content: str, tenant: str = "", **extra: object) -> httpx.Resp
     return httpx.post(url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
 
 
+# What the cache decides, alone: without speculation a fast simulator's answer cannot come
+# before the verifier's verdict (speculation is tested apart, with an engine that cannot).
+CACHE_DECIDES = "[cache]\nspeculate = false\n"
+
+
 @contextlib.contextmanager
 def stack(
     extra: str = "", engine_args: tuple[str, ...] = FAST
@@ -380,7 +385,7 @@ def searchable(url: str, count: int) -> None:
 def test_paraphrases_hit_the_semantic_layer_and_near_misses_do_not() -> None:
     # A threshold low enough that the near-misses below are similar enough (cosine 0.88 and
     # 0.89 with the int8 model): only the guard stands between them and a wrong answer.
-    with stack("[cache]\nthreshold = 0.85\n") as (p, engine):
+    with stack(CACHE_DECIDES + "threshold = 0.85\n") as (p, engine):
         first = ask(p.url, "What is the capital of France?")
         assert first.headers["x-overspill-cache"] == "miss"
         searchable(p.url, 1)
@@ -416,7 +421,7 @@ def test_the_verifier_turns_down_a_swapped_word_the_guard_lets_through() -> None
     still served."""
     book = "What is a good book on machine learning?"
     course = "What is a good course on machine learning?"
-    with stack() as (p, engine):
+    with stack(CACHE_DECIDES) as (p, engine):
         ask(p.url, book)
         searchable(p.url, 1)
         before = received(engine)
@@ -434,12 +439,37 @@ def test_the_verifier_turns_down_a_swapped_word_the_guard_lets_through() -> None
         assert ask(p.url, course).headers["x-overspill-cache"] == "hit-semantic"
 
 
+def test_a_verified_hit_withdraws_the_request_it_started_at_the_engine() -> None:
+    """Speculation, the default: while the verifier reads, the engine is asked too, and the
+    first to finish decides. Here every request hangs at the engine (a fault), so the verifier
+    comes first: its hit is served, and the request it started is withdrawn from the engine."""
+    book = "What is a good book on machine learning?"
+    with stack() as (p, engine):
+        first = ask(p.url, book)
+        searchable(p.url, 1)
+        httpx.post(engine.url + "/_sim/faults", json={"hang_s": 600}).raise_for_status()
+        before = httpx.get(engine.url + "/_sim/stats").json()
+        paraphrase = ask(p.url, "whats a good book on machine learning")
+        assert paraphrase.headers["x-overspill-cache"] == "hit-semantic"
+        assert paraphrase.json()["choices"] == first.json()["choices"]
+
+        def withdrawn() -> bool:  # the proxy asked, then went away while the engine hung
+            now = httpx.get(engine.url + "/_sim/stats").json()
+            return bool(now["disconnects"] == before["disconnects"] + 1)
+
+        wait_until(withdrawn, "the proxy withdrew its request from the engine")
+        cache = status(p.url)["cache"]
+        assert (cache["speculated"], cache["withdrawn"], cache["overtaken"]) == (1, 1, 0)
+        metrics = httpx.get(p.url + "/metrics").text
+        assert 'overspill_cache_speculations_total{first="hit"} 1.0' in metrics
+
+
 def test_a_question_typed_in_a_hurry_is_served_and_a_typo_hides_no_difference() -> None:
     """Through the official openai SDK: typos are mended toward the stored questions' words
     before the search ("chnage my profle", cosine 0.63 as typed, finds its question), and the
     guard reads the pair again corrected, so "witout" is "without": a question about cooking
     without an oven is not served the answer about cooking with one."""
-    with stack() as (p, engine):
+    with stack(CACHE_DECIDES) as (p, engine):
         client = openai.OpenAI(base_url=p.url + "/v1", api_key="unused", max_retries=0)
 
         def asked(question: str) -> tuple[str, str]:

@@ -15,7 +15,7 @@ import pytest
 
 from cache.referee import Referee
 from cache.spelling import lexicon_of
-from cache.store import AnswerCache, Hit, Miss
+from cache.store import AnswerCache, Hit, Miss, Reading
 from cache.verifier import AGREES
 from tests.unit.cache.test_store import (
     PARAPHRASE,
@@ -42,6 +42,7 @@ class FakeVerifier:
         self.failure: Exception | None = None
         self.gate: asyncio.Event | None = None
         self.entered = asyncio.Event()  # a read has begun
+        self.answered = asyncio.Event()  # a read has given its scores
 
     def warm(self) -> None:
         self.warmed += 1
@@ -53,6 +54,7 @@ class FakeVerifier:
             await self.gate.wait()
         if self.failure is not None:
             raise self.failure
+        self.answered.set()
         return np.array([self.scores_of[text] for text in stored], dtype=np.float32)
 
 
@@ -266,3 +268,36 @@ async def test_a_typo_does_not_hide_a_critical_difference_from_the_guard() -> No
     unguarded = AnswerCache(FakeEmbedder(vectors), Clock(), verifier=verifier)
     await insert(unguarded, stored)
     assert isinstance(await unguarded.lookup(keys(typed), RULE, semantic=True), Hit)
+
+
+async def begun(verifier: FakeVerifier) -> tuple[AnswerCache, Reading]:
+    """A cache holding QUESTION, and a lookup of its paraphrase begun: its reading under way."""
+    cache = verified_cache(verifier)
+    await insert(cache, QUESTION)
+    found = await cache.begin(keys(PARAPHRASE), RULE, semantic=True)
+    assert isinstance(found, Reading)
+    return cache, found
+
+
+async def test_a_lookup_the_verifier_must_read_comes_back_at_once_with_its_reading() -> None:
+    verifier = FakeVerifier({QUESTION: 0.97})
+    verifier.gate = asyncio.Event()
+    cache, found = await begun(verifier)
+    assert found.vector is not None  # stored with the engine's answer, if it turns out a miss
+    await verifier.entered.wait()
+    assert not found.outcome.done()
+    verifier.gate.set()
+    outcome = await found.outcome
+    assert isinstance(outcome, Hit)
+    assert cache.stats.hits_semantic == 1
+
+
+async def test_a_reading_dropped_before_it_began_is_a_miss_never_read() -> None:
+    verifier = FakeVerifier({QUESTION: 0.97})
+    cache, found = await begun(verifier)
+    found.drop()  # the engine's answer came first
+    await asyncio.sleep(0)
+    assert verifier.calls == []  # the reading never ran
+    assert (cache.stats.misses, cache.stats.overtaken, cache.stats.hits_semantic) == (1, 1, 0)
+    found.drop()  # once only
+    assert cache.stats.overtaken == 1

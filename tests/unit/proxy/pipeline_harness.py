@@ -14,6 +14,7 @@ import orjson
 from policies.loader import parse_policy
 from policies.model import CloudTarget, Policy, Timeouts
 from proxy.errors import UpstreamError, UpstreamNotConnected, UpstreamStatus
+from proxy.flow.caching import Answers
 from proxy.flow.pipeline import Pipeline
 from proxy.flow.record import Record, record_of
 from proxy.flow.runtime import Runtime
@@ -80,6 +81,7 @@ class Engines:
     calls: list[str] = field(default_factory=list)
     bodies: list[dict[str, Any]] = field(default_factory=list)
     held: asyncio.Event | None = None  # when given, answers wait until it is set
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)  # set at every call
 
     async def open(
         self, backend: str, url: str, body: bytes, headers: Mapping[str, str], stream: bool
@@ -88,6 +90,7 @@ class Engines:
         step = steps[min(self.calls.count(backend), len(steps) - 1)]
         self.calls.append(backend)
         self.bodies.append(orjson.loads(body))
+        self.arrived.set()
         if self.held is not None:
             await self.held.wait()
         if isinstance(step, UpstreamError):
@@ -205,14 +208,17 @@ class Sent:
         return result
 
 
-def harness(script: dict[str, list[Step]], policy_text: str = POLICY) -> Harness:
+def harness(
+    script: dict[str, list[Step]], policy_text: str = POLICY, answers: Answers | None = None
+) -> Harness:
+    """`answers`: the cache and flights (a cache with fake models, say); else one without."""
     policy = parse_policy(policy_text, "unit.toml", {})
     engines = Engines(script)
     backends = Backends(policy.backends, engines, 1.0)
     for monitor in backends.monitors.values():  # as a first probe would find them: idle
         monitor.healthy, monitor.error, monitor.running, monitor.waiting = True, None, 0, 0
     clock, cloud = FakeClock(), ScriptedCloud()
-    runtime = Runtime(backends, engines, cloud, clock=clock.clock)
+    runtime = Runtime(backends, engines, cloud, clock=clock.clock, answers=answers or Answers())
     return Harness(policy, engines, cloud, clock, Pipeline(policy, runtime))
 
 
