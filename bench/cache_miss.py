@@ -302,7 +302,9 @@ def plot(rows: list[Row], before: list[Row] | None) -> Path:
         left.bar(at, [r.added_cpu_ms for r in run_rows], width, label=f"CPU {name}".strip())
         right.bar(at, [r.rate[0] for r in run_rows], width, label=f"semantic cache {name}".strip())
     ticks, labels = range(len(rows)), [f"{r.entries:,}" for r in rows]
-    left.plot(ticks, [r.added_p50_ms for r in rows], "o-", color="C3", label="p50 now")
+    for (name, run_rows), style in zip(runs, ("s--", "o-"), strict=False):
+        p50 = [r.added_p50_ms for r in run_rows]
+        left.plot(ticks, p50, style, color="C3", label=f"p50 {name or 'added'}".strip())
     left.axhline(3, color="grey", linestyle=":", label="goal 3 ms")
     left.set(title="what a semantic miss adds (c=1)", xlabel="entries in the cache", ylabel="ms")
     right.plot(ticks, [r.rate[1] for r in rows], "o-", color="C3", label="exact layer only")
