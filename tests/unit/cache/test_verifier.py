@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from cache.encoders import EmbedderError
-from cache.verifier import AGREES, MODEL_FILE, Verifier, agreement, verdicts
+from cache.verifier import AGREES, MODEL_FILE, Verifier, agreement, lower_priority, verdicts
 from cache.verifier_model import complete, make
 from cache.verifier_training import MANIFEST_FILE, recipe
 
@@ -158,3 +159,54 @@ def test_making_it_without_the_labelled_pairs_says_what_is_missing(tmp_path: Pat
     with pytest.raises(EmbedderError, match=r"making it \(once\) needs .*pairs\.jsonl"):
         make(tmp_path / "verifier", [absent])
     assert not (tmp_path / "verifier").exists()
+
+
+class HeldModel(LengthModel):
+    """LengthModel whose first reading waits for the test: the reader thread stays busy."""
+
+    def __init__(self) -> None:
+        self.read: list[list[tuple[str, str]]] = []
+        self.reading = threading.Event()
+        self.release = threading.Event()
+
+    def scores(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        self.read.append(list(pairs))
+        self.reading.set()
+        self.release.wait(10)
+        return super().scores(pairs)
+
+
+async def test_a_reading_queued_behind_another_is_dropped_unread_when_cancelled() -> None:
+    model = HeldModel()
+    verifier = Verifier(lambda: model)
+    verifier.warm()
+    await wait_until(lambda: verifier.ready)
+    first = asyncio.create_task(verifier.scores("abc", ["xyz"]))
+    await asyncio.to_thread(model.reading.wait, 10)  # the one reader thread is busy with it
+    queued = asyncio.create_task(verifier.scores("abcd", ["wxyz"]))
+    await wait_until(lambda: verifier.calls == 2)  # submitted behind the first
+    queued.cancel()  # the engine answered first
+    model.release.set()
+    assert (await first).tolist() == [1.0]
+    with pytest.raises(asyncio.CancelledError):
+        await queued
+    await verifier.scores("ab", ["cdef"])  # one reader, first come first served: after the second
+    assert ("wxyz", "abcd") not in [pair for pairs in model.read for pair in pairs]
+    assert model.read[-1] == [("cdef", "ab")]
+
+
+def test_the_reader_thread_runs_below_the_rest_of_the_process() -> None:
+    found: list[int] = []
+
+    def lowered_here() -> None:
+        before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        lower_priority(3)
+        found.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) - before)
+
+    thread = threading.Thread(target=lowered_here)
+    thread.start()
+    thread.join()
+    assert found == [3]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == os.getpriority(
+        os.PRIO_PROCESS, 0
+    )  # the caller's own priority untouched
