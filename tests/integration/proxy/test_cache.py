@@ -463,6 +463,19 @@ def test_a_verified_hit_withdraws_the_request_it_started_at_the_engine() -> None
         metrics = httpx.get(p.url + "/metrics").text
         assert 'overspill_cache_speculations_total{first="hit"} 1.0' in metrics
 
+        # the same, streamed through the official SDK: the stored answer replayed
+        client = openai.OpenAI(base_url=p.url + "/v1", api_key="unused", max_retries=0)
+        stream = client.chat.completions.create(
+            model="sim-model",
+            messages=[{"role": "user", "content": "whats a good book on machine learning"}],
+            temperature=0,
+            max_tokens=12,
+            stream=True,
+        )
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+        assert text == first.json()["choices"][0]["message"]["content"]
+        wait_until(lambda: status(p.url)["cache"]["withdrawn"] == 2, "the second one withdrawn")
+
 
 def test_a_question_typed_in_a_hurry_is_served_and_a_typo_hides_no_difference() -> None:
     """Through the official openai SDK: typos are mended toward the stored questions' words
