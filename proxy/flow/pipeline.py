@@ -29,7 +29,7 @@ from proxy.flow.legs import Screening
 from proxy.flow.local_room import LocalRoom
 from proxy.flow.record import Record, question_of
 from proxy.flow.runtime import Runtime
-from proxy.flow.speculation import raced, speculates
+from proxy.flow.speculation import ENGINE_FIRST, raced, speculates
 from proxy.flow.usage import Usage, metered
 from proxy.flow.waiting import Ask, Turn
 from proxy.legs.breaker import Breaker
@@ -356,6 +356,8 @@ class Answering:
                 raced_to = await raced(found, shared)
                 if isinstance(raced_to, Hit):
                     return self._hit(raced_to, ticket)
+                if not found.outcome.done():  # dropped before its verdict: the log says why
+                    record.note_cache(caching.plan.status, ENGINE_FIRST)
                 head, chunks = raced_to
             else:
                 head, chunks = await shared.__aenter__()

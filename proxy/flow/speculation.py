@@ -28,6 +28,9 @@ from policies.decide import RoutingPlan
 from policies.model import CacheRule
 from proxy.flow.caching import Produced
 
+# Why a speculated lookup was a miss when the engine's answer began before the verdict.
+ENGINE_FIRST = "the engine answered before the verifier read the similar question"
+
 
 def speculates(rule: CacheRule, plan: RoutingPlan) -> bool:
     """Start the engine's work while the verifier reads: allowed by the rule, and the request

@@ -14,7 +14,7 @@ from cache.verifier import AGREES
 from policies.decide import RoutingPlan, Target
 from policies.model import CacheRule
 from proxy.flow.caching import Answers
-from proxy.flow.speculation import speculates
+from proxy.flow.speculation import ENGINE_FIRST, speculates
 from tests.unit.cache.test_store import PARAPHRASE, QUESTION, UNRELATED, FakeEmbedder
 from tests.unit.cache.test_store_verifier import FakeVerifier
 from tests.unit.proxy.pipeline_harness import POLICY, Harness, chat_answer, harness, status
@@ -73,6 +73,7 @@ async def test_an_engine_answer_that_begins_first_is_served_and_the_reading_drop
     sent = await h.send(asked(PARAPHRASE))  # the verifier's gate stays shut
     assert sent.headers["x-overspill-cache"] == "miss"
     assert sent.headers["x-overspill-route"] in ("local/a", "local/b")
+    assert sent.record.cache == f"miss: {ENGINE_FIRST}"  # the access log says why
     stats = h.pipeline.runtime.answers.cache.stats
     assert (stats.speculated, stats.withdrawn, stats.overtaken) == (1, 0, 1)
     assert stats.hits_semantic == 0
@@ -93,6 +94,7 @@ async def test_a_candidate_the_verifier_refuses_waits_for_the_engines_answer() -
     h.engines.held.set()  # type: ignore[union-attr]
     sent = await sending
     assert sent.headers["x-overspill-cache"] == "miss"
+    assert sent.record.cache == "miss"
     stats = h.pipeline.runtime.answers.cache.stats
     assert (stats.speculated, stats.withdrawn, stats.overtaken, stats.disagreed) == (1, 0, 0, 1)
 
