@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -70,7 +71,7 @@ async def _withdrawn(
     production: asyncio.Future[Produced], shared: AbstractAsyncContextManager[Produced]
 ) -> None:
     """Cancel the engine's work and wait until it is released (its in-flight count, its flight,
-    the upstream request). An answer that came all the same is closed unread."""
+    the upstream request). An answer that came all the same is closed."""
     production.cancel()
     with contextlib.suppress(BaseException):
         await asyncio.shield(asyncio.gather(production, return_exceptions=True))
@@ -78,8 +79,20 @@ async def _withdrawn(
         return
     _, chunks = production.result()
     try:
-        aclose = getattr(chunks, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await _closed(chunks)
     finally:
         await shared.__aexit__(None, None, None)
+
+
+async def _closed(chunks: AsyncIterator[bytes]) -> None:
+    """A body closed unsent. A stream's generators hold its target until they end, but one never
+    started runs nothing when closed: it is started first (its first chunk is in hand already,
+    read before the head came), then closed."""
+    aclose = getattr(chunks, "aclose", None)
+    if aclose is None:  # a whole body: its target was released when it was read
+        return
+    try:
+        with contextlib.suppress(Exception):
+            await anext(chunks)
+    finally:
+        await aclose()

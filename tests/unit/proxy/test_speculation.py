@@ -6,15 +6,19 @@ first is set by the test, never by this machine's speed."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
+import numpy as np
 import pytest
 
+from cache.stats import CacheStats
+from cache.store import Hit, Miss, Reading
 from cache.verifier import AGREES
 from policies.decide import RoutingPlan, Target
 from policies.model import CacheRule
-from proxy.flow.caching import Answers
-from proxy.flow.speculation import ENGINE_FIRST, speculates
+from proxy.flow.caching import Answers, Head, Produced
+from proxy.flow.speculation import ENGINE_FIRST, raced, speculates
 from tests.unit.cache.test_store import PARAPHRASE, QUESTION, UNRELATED, FakeEmbedder
 from tests.unit.cache.test_store_verifier import FakeVerifier
 from tests.unit.proxy.pipeline_harness import POLICY, Harness, chat_answer, harness, status
@@ -168,3 +172,45 @@ def test_speculation_only_toward_a_local_backend_with_room(
 ) -> None:
     plan = RoutingPlan("m", targets, (), saturated=saturated)
     assert speculates(rule, plan) is expected
+
+
+class Held:
+    """What a target holds while its body passes: entered with the answer, released when the
+    body's generator ends (as proxy/flow/attempts.py's relayed stream does)."""
+
+    def __init__(self) -> None:
+        self.held = True
+
+    async def body(self) -> AsyncIterator[bytes]:
+        try:
+            yield b"data: first\n\n"
+            yield b"data: second\n\n"
+        finally:
+            self.held = False
+
+
+class Shared:
+    def __init__(self, produced: Produced) -> None:
+        self.produced = produced
+        self.exited = False
+
+    async def __aenter__(self) -> Produced:
+        return self.produced
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.exited = True
+
+
+async def test_a_stream_that_began_with_the_verdict_is_closed_and_releases_its_target() -> None:
+    """The verifier agreed, and the engine's stream had begun in the same turn of the loop: the
+    hit is served, and the stream, never sent, still releases what its target holds."""
+    target = Held()
+    shared = Shared((Head("local/a", 200, [], True), target.body()))
+    hit = Hit("semantic", b"{}", 0.9)
+    outcome: asyncio.Future[Hit | Miss] = asyncio.get_running_loop().create_future()
+    outcome.set_result(hit)
+    reading = Reading(np.zeros(8, dtype=np.float32), outcome, CacheStats())
+    assert await raced(reading, shared) == hit
+    assert not target.held
+    assert shared.exited
+    assert (reading.stats.speculated, reading.stats.withdrawn) == (1, 1)
