@@ -186,10 +186,10 @@ async def test_a_reading_queued_behind_another_is_dropped_unread_when_cancelled(
     queued = asyncio.create_task(verifier.scores("abcd", ["wxyz"]))
     await wait_until(lambda: verifier.calls == 2)  # submitted behind the first
     queued.cancel()  # the engine answered first
+    with pytest.raises(asyncio.CancelledError):
+        await queued  # its reading withdrawn from the reader's queue meanwhile
     model.release.set()
     assert (await first).tolist() == [1.0]
-    with pytest.raises(asyncio.CancelledError):
-        await queued
     await verifier.scores("ab", ["cdef"])  # one reader, first come first served: after the second
     assert ("wxyz", "abcd") not in [pair for pairs in model.read for pair in pairs]
     assert model.read[-1] == [("cdef", "ab")]
