@@ -73,8 +73,8 @@ async def _withdrawn(
     """Cancel the engine's work and wait until it is released (its in-flight count, its flight,
     the upstream request). An answer that came all the same is closed."""
     production.cancel()
-    with contextlib.suppress(BaseException):
-        await asyncio.shield(asyncio.gather(production, return_exceptions=True))
+    with contextlib.suppress(asyncio.CancelledError):  # this request cancelled meanwhile
+        await asyncio.wait({production})
     if not _answered(production):
         return
     _, chunks = production.result()
