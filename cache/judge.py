@@ -90,19 +90,21 @@ class Judge:
         borderline: list[Candidate] = []  # for the referee, nearest first
         corrections: dict[int, Pair | None] = {}  # by entry: the pair with typos corrected
         band = self._band()
-        for candidate in nearest:  # most similar first: a clear one precedes any borderline
-            verdict = settled(candidate.similarity, threshold, *band)
-            if verdict is False:
-                continue
-            # The guard first: microseconds, where the referee takes milliseconds.
-            reason, corrections[candidate.ident] = self._objection(candidate.question, asked)
+        # most similar first: a clear one precedes any borderline
+        verdicts = [(c, settled(c.similarity, threshold, *band)) for c in nearest]
+        in_reach = [(candidate, verdict) for candidate, verdict in verdicts if verdict is not False]
+        # The guard first: far cheaper than the referee, but it reads whole texts (up to
+        # cache.keys.MAX_QUESTION_CHARS each, twice): off the event loop, all in one hop.
+        objections = await self._objections([c.question for c, _ in in_reach], asked)
+        for (candidate, verdict), (reason, pair) in zip(in_reach, objections, strict=True):
+            corrections[candidate.ident] = pair
             if reason is not None:
                 refused = refused or reason
                 self.stats.refused += 1
-            elif verdict and self.verifier is None:
+            elif verdict is True and self.verifier is None:
                 return candidate
             else:
-                (similar if verdict else borderline).append(candidate)
+                (similar if verdict is True else borderline).append(candidate)
         if borderline:
             similar += await self._refereed(borderline, threshold, asked, holds)
         if not similar:
@@ -134,17 +136,29 @@ class Judge:
         below = referee.below() if referee and referee.below else None
         return margin, below
 
+    async def _objections(
+        self, stored: list[str], asked: str
+    ) -> list[tuple[str | None, Pair | None]]:
+        if not stored:
+            return []
+        return await asyncio.to_thread(lambda: [self._objection(text, asked) for text in stored])
+
     def _objection(self, stored: str, asked: str) -> tuple[str | None, Pair | None]:
         """The guard's objection, if any: to the questions as typed and, with a lexicon, to
         them with their typos corrected, so that "witout" does not hide a "without"; and that
-        corrected pair, for the verifier's second reading (None: nothing was corrected)."""
+        corrected pair, for the verifier's second reading (None: nothing was corrected). A
+        pair with more unknown words than the correction reads is refused: a check that cannot
+        read it whole does not pass it."""
         reason = conflict(stored, asked)
         if reason is not None or self.lexicon is None:
             return reason, None
-        pair = corrected(stored, asked, self.lexicon), corrected(asked, stored, self.lexicon)
-        if pair == (stored, asked):
+        mended_stored = corrected(stored, asked, self.lexicon)
+        mended_asked = corrected(asked, stored, self.lexicon)
+        if mended_stored is None or mended_asked is None:
+            return "too many unknown words to compare", None
+        if (mended_stored, mended_asked) == (stored, asked):
             return None, None
-        return conflict(*pair), pair
+        return conflict(mended_stored, mended_asked), (mended_stored, mended_asked)
 
     async def _refereed(
         self,

@@ -11,6 +11,13 @@ where none is near. Never a word of the vocabulary alone: that one lacks common 
 "deleted": a first version lost 3 paraphrases of the held-out half and 3 of the fresh set so).
 Short words are left alone: "hom" is one edit from how, him, hot and home.
 
+Every client byte is hostile, and a word's neighbours one edit away number about 54 per letter,
+each as long as the word: so only words of at most `LONGEST` letters are mended, and at most
+`MENDED_AT_MOST` of them per text (a question typed in a hurry has a few typos, not dozens).
+Past that budget `spelled` leaves the rest as typed (the vector only loses recall) and
+`corrected` gives up (None): its reading is a check, and a check that cannot read a pair whole
+refuses it. Either costs at most about half a millisecond a text, whatever the text.
+
 Only the vector is mended: the guard and the answer verifier read the questions as they were
 asked, and once more with their typos corrected (`corrected`), and a hit needs both readings:
 a word mended into another one can bring a candidate to them, never serve it.
@@ -28,6 +35,8 @@ from pathlib import Path
 
 WORD = re.compile(r"[^\W\d_]+")  # letters only: "2024-03-01" and "gpt-4o" have none to mend
 SHORTEST = 4  # shorter words have too many neighbours one edit away to pick from
+LONGEST = 20  # longer ones are left as typed: their neighbours cost ~0.14 ms to list at 20
+MENDED_AT_MOST = 4  # unknown words looked up per text (each costs up to ~0.14 ms)
 LETTERS = string.ascii_lowercase
 
 
@@ -61,39 +70,78 @@ def words_of(text: str) -> list[str]:
 
 def spelled(text: str, lexicon: Lexicon, nearby: Mapping[str, int]) -> str:
     """`text` with every word neither `lexicon` nor `nearby` (the stored questions' words, with
-    how many use each) knows replaced by a stored word one edit away, when there is one."""
-    if not text.isascii():  # likely another language: its words are not typos of ours
+    how many use each) knows replaced by a stored word one edit away, when there is one: the
+    first `MENDED_AT_MOST` such words, the rest left as typed."""
+    if not nearby or not text.isascii():  # another language: its words are not typos of ours
         return text
-    return WORD.sub(lambda match: mended(match.group(), lexicon, nearby), text)
+    budget = _Budget()
+
+    def mend(match: re.Match[str]) -> str:
+        word = match.group()
+        lower = word.lower()
+        if lower in lexicon.ranks or lower in nearby or not budget.spend(lower):
+            return word
+        return mended(word, lexicon, nearby)
+
+    return WORD.sub(mend, text)
 
 
 def mended(word: str, lexicon: Lexicon, nearby: Mapping[str, int]) -> str:
     lower = word.lower()
-    if not nearby or len(lower) < SHORTEST or lower in lexicon.ranks or lower in nearby:
+    if not nearby or not _mendable(lower) or lower in lexicon.ranks or lower in nearby:
         return word
     stored = [known for known in one_edit(lower) if known in nearby]
-    # the most used, then alphabetical: the same answer every time
-    return min(stored, key=lambda known: (-nearby[known], known)) if stored else word
+    # the most used, then alphabetical: the same answer every time (a word dropped from
+    # `nearby` meanwhile counts as unused)
+    return min(stored, key=lambda known: (-nearby.get(known, 0), known)) if stored else word
 
 
-def corrected(text: str, other: str, lexicon: Lexicon) -> str:
+def corrected(text: str, other: str, lexicon: Lexicon) -> str | None:
     """`text` as the guard reads it a second time, so that a typo does not hide a difference
     from it ("what dishes can i make witout an oven" is "without"): each unknown word mended
     toward `other`'s words, else the vocabulary's commonest word one edit away. That last step
-    bends rare words ("httpx" into "http"), so its reading only ever adds a refusal."""
+    bends rare words ("httpx" into "http"), so its reading only ever adds a refusal. None when
+    `text` has more unknown words than the budget reads: it cannot be read whole."""
+    if not text.isascii():
+        return text
     nearby = set(words_of(other))
+    budget = _Budget()
 
     def correct(match: re.Match[str]) -> str:
         word = match.group()
         lower = word.lower()
         if len(lower) < SHORTEST or lower in lexicon.ranks or lower in nearby:
             return word
+        if not budget.spend(lower):
+            return word
         edits = one_edit(lower)
         stored = sorted(known for known in edits if known in nearby)
         common = sorted((k for k in edits if k in lexicon.ranks), key=lexicon.ranks.__getitem__)
         return (stored or common or [word])[0]
 
-    return WORD.sub(correct, text) if text.isascii() else text
+    mended_text = WORD.sub(correct, text)
+    return None if budget.exceeded else mended_text
+
+
+def _mendable(lower: str) -> bool:
+    return SHORTEST <= len(lower) <= LONGEST
+
+
+@dataclass
+class _Budget:
+    """The unknown words one text may have looked up: `spend` says whether this one may be."""
+
+    left: int = MENDED_AT_MOST
+    exceeded: bool = False  # an unknown word went unread: over budget, or too long
+
+    def spend(self, lower: str) -> bool:
+        if len(lower) < SHORTEST:
+            return False
+        if len(lower) > LONGEST or self.left == 0:
+            self.exceeded = True
+            return False
+        self.left -= 1
+        return True
 
 
 def one_edit(word: str) -> set[str]:

@@ -5,11 +5,13 @@ entries."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from cache.encoders import source_model
 from cache.spelling import (
+    LONGEST,
+    MENDED_AT_MOST,
     ContextWords,
     corrected,
     lexicon_of,
@@ -75,6 +77,8 @@ def test_a_question_in_another_script_or_with_accents_is_left_alone() -> None:
 
 @given(st.lists(st.sampled_from([*LEXICON.ranks, "pian", "strss", "xyzzy", "?", "2"]), max_size=8))
 def test_mending_twice_changes_nothing_more(words: list[str]) -> None:
+    """Within the budget: past it, a second pass mends words the first had no budget left for."""
+    assume(sum(word in ("pian", "strss", "xyzzy") for word in words) <= MENDED_AT_MOST)
     once = spelled(" ".join(words), LEXICON, {"pain": 1})
     assert spelled(once, LEXICON, {"pain": 1}) == once
 
@@ -162,3 +166,49 @@ def test_the_guards_reading_leaves_known_words_and_other_scripts() -> None:
 def test_a_typo_does_not_hide_a_critical_word_from_the_guard(typed: str, read: str) -> None:
     lexicon = read_lexicon(source_model() / "vocab.txt")
     assert corrected(typed, "What happens to my account after the trial?", lexicon) == read
+
+
+def _counting_edits(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The words whose neighbours one edit away were listed: the mender's whole cost."""
+    import cache.spelling as spelling
+
+    listed: list[str] = []
+    real = spelling.one_edit
+
+    def counted(word: str) -> set[str]:
+        listed.append(word)
+        return real(word)
+
+    monkeypatch.setattr(spelling, "one_edit", counted)
+    return listed
+
+
+def test_a_huge_word_is_never_mended_so_its_cost_stays_linear(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One 6,000-letter word took 7.4 s and 1.8 GB to list its neighbours (their number and
+    length both grow with it); past `LONGEST` letters a word is left as typed, unread."""
+    listed = _counting_edits(monkeypatch)
+    huge = "a" * 6_000
+    assert spelled(huge, LEXICON, {"pain": 1}) == huge
+    assert corrected(huge, "chest pain", LEXICON) is None  # unread: the guard refuses the pair
+    assert listed == []
+
+
+def test_at_most_a_budget_of_unknown_words_is_looked_up_per_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    listed = _counting_edits(monkeypatch)
+    words = [f"pian{'x' * (i % (LONGEST - 4))}" for i in range(1_000)]
+    text = " ".join(words)
+    mended_text = spelled(text, LEXICON, {"pain": 1})
+    assert len(listed) == MENDED_AT_MOST
+    assert mended_text.split()[0] == "pain"  # the first unknown words are still mended
+    assert mended_text.split()[MENDED_AT_MOST:] == words[MENDED_AT_MOST:]
+    listed.clear()
+    assert corrected(text, "chest pain", LEXICON) is None
+    assert len(listed) == MENDED_AT_MOST
+
+
+def test_a_few_typos_are_still_corrected_within_the_budget() -> None:
+    assert corrected("chset pian", "chest pain", LEXICON) == "chest pain"
