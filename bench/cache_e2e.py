@@ -80,6 +80,7 @@ def proxy(engine: str, semantic: bool) -> Iterator[Child]:
         '[server]\nlog_level = "warning"\n'
         # a hit's own cost: no engine work started beside the verifier's reading
         f"[cache]\nsemantic = {str(semantic).lower()}\nspeculate = false\n"
+        "semantic_unkeyed = true\n"  # its requests give no key: the anonymous scope
     )
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "overspill.toml"

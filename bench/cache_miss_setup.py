@@ -105,6 +105,7 @@ def proxy(
         '[server]\nlog_level = "warning"\n'
         f"[cache]\nsemantic = {str(semantic).lower()}\nttl_s = 86400\n"
         f"speculate = {str(speculate).lower()}\n"
+        "semantic_unkeyed = true\n"  # its requests give no key: the anonymous scope
         "max_entries = 200000\nmax_total_entries = 200000\nmax_bytes = 1073741824\n" + path_line
     )
     with configured(config, timeout=300) as child:

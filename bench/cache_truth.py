@@ -110,7 +110,8 @@ def proxy(engine: str, cache_lines: str) -> Iterator[Child]:
         '[server]\nlog_level = "warning"\n'
         # what the cache decides: with speculation, this fast simulator's answer would come
         # before some verdicts, and a hit it beats is served the engine's answer instead
-        f"[cache]\nttl_s = 86400\nspeculate = false\n{cache_lines}"
+        # (its requests name no tenant and give no key: the anonymous scope shares them)
+        f"[cache]\nttl_s = 86400\nspeculate = false\nsemantic_unkeyed = true\n{cache_lines}"
     )
     with configured(config, timeout=900) as child:
         yield child

@@ -6,14 +6,27 @@ its delivery (`stream`, `stream_options`) or bookkeeping (`metadata`, `user`). U
 kept in the key: a field we do not know may change the answer, and a miss costs less than a
 wrong hit.
 
-A semantic lookup compares only the last user message, so everything else must match exactly:
-its `context` key covers the same scope and parameters plus every message before that one (the
-system prompt and the earlier turns).
+A semantic lookup compares only the last user message's text, so everything else must match
+exactly: its `context` key covers the same scope and parameters, every message before that one
+(the system prompt and the earlier turns) and every other field of that message (`name`, and
+any a newer API adds: a model reads them, the comparison does not).
+
+Only a question the comparison can read whole, and exactly as a model reads it, is compared:
+- at most `MAX_QUESTION_CHARS` characters. The embedder reads 256 tokens and the verifier a
+  pair in 256, so a longer question's end would go unread (two questions differing only there
+  would look the same), and every step before them (the typo mender, the guard) reads no more;
+- none of the characters a person and the embedder do not see but a model may read: format
+  characters (zero-width and bidirectional marks, invisible operators; a zero-width joiner in
+  an emoji is kept), variation selectors (beyond an emoji's text or picture form), private use,
+  unassigned and surrogate code points, control characters but tab and newlines. Text hidden so
+  poisoned a shared cache at similarity 1.0 (issue 30).
+Any other question still has the exact layer.
 """
 
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +36,10 @@ import orjson
 from policies.model import CacheRule
 
 DELIVERY_ONLY = frozenset({"stream", "stream_options", "metadata", "user", "model"})
+# Longest question the semantic layer compares (p99 of the labelled sets' questions: 176).
+MAX_QUESTION_CHARS = 512
+_UNSEEN_CATEGORIES = frozenset({"Cf", "Co", "Cn", "Cs", "Cc"})
+_SEEN = frozenset("\t\n\r\u200d\ufe0e\ufe0f")  # kept: whitespace, emoji joiner and forms
 
 
 @dataclass(frozen=True)
@@ -75,24 +92,46 @@ def cache_keys(
     before, query = split
     assert isinstance(messages, list)
     del parameters["messages"]
-    context = _digest([scope, endpoint, parameters, messages[:before]])
+    beside = {k: v for k, v in messages[before].items() if k != "content"}
+    context = _digest([scope, endpoint, parameters, messages[:before], beside])
     return CacheKeys(scope, exact, context, query)
 
 
 def _last_user(messages: list[Any]) -> tuple[int, str] | None:
-    """(index, text) of the last message when it is the user's and all text; else None: an
-    answer to a tool result or an image is not one to guess from a similar question."""
+    """(index, text) of the last message when it is the user's, all text, and comparable
+    (`comparable`); else None: an answer to a tool result or an image is not one to guess from
+    a similar question."""
     if not messages or not isinstance(messages[-1], dict) or messages[-1].get("role") != "user":
         return None
     content = messages[-1].get("content")
     if isinstance(content, list):
-        texts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-        if len(texts) != len(content) or not all(isinstance(t, str) for t in texts):
-            return None
-        content = "\n".join(texts)  # type: ignore[arg-type]
-    if not isinstance(content, str) or not content.strip():
+        parts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        texts = [text for text in parts if isinstance(text, str)]
+        if len(texts) != len(content) or sum(map(len, texts)) > MAX_QUESTION_CHARS:
+            return None  # not all text, or too long to compare (known before joining it)
+        content = "\n".join(texts)
+    if not isinstance(content, str) or not comparable(content):
         return None
     return len(messages) - 1, content
+
+
+def comparable(question: str) -> bool:
+    """Whether the semantic layer can read `question` whole, as a model reads it (linear, and
+    at most MAX_QUESTION_CHARS characters read)."""
+    if len(question) > MAX_QUESTION_CHARS or not question.strip():
+        return False
+    if question.isascii():
+        return question.isprintable() or all(c.isprintable() or c in _SEEN for c in question)
+    return not any(_unseen(char) for char in question)
+
+
+def _unseen(char: str) -> bool:
+    if char in _SEEN:
+        return False
+    code = ord(char)
+    if 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF:  # variation selectors
+        return True
+    return unicodedata.category(char) in _UNSEEN_CATEGORIES
 
 
 def cache_plan(
@@ -102,6 +141,7 @@ def cache_plan(
     level_cache: str,
     has_tenant: bool,
     cache_control: str = "",
+    sharing: Sharing | None = None,
 ) -> CachePlan:
     """May this request be answered from the cache, stored in it, or share an in-flight call?"""
     deterministic = _deterministic(body, rule)
@@ -115,7 +155,23 @@ def cache_plan(
     lookup = "no-cache" not in directives
     # a tool call answers this exact request: a similar question may need other arguments
     semantic = rule.semantic and endpoint.semantic and not body.get("tools")
+    semantic = semantic and (sharing or Sharing()).semantic(rule)
     return CachePlan(lookup, semantic and lookup, True, coalesce, "" if lookup else "no-cache")
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """What the semantic layer must know of a request beyond its body: a similar question's
+    answer is another caller's answer, so it is served (and this one's kept for others) only
+    where neither side can abuse it."""
+
+    keyed: bool = True  # the caller gave a key: its scope is its tenant's own
+    personal: bool = False  # the detectors found personal data in it
+
+    def semantic(self, rule: CacheRule) -> bool:
+        # Personal data: only the same values are the same question; the exact layer has them.
+        # No key: anyone can store what a paraphrase of someone else's question is served.
+        return not self.personal and (self.keyed or rule.semantic_unkeyed)
 
 
 def _why_not_cached(

@@ -142,6 +142,9 @@ class CacheRule:
     # While the answer verifier reads a candidate, the engine's work starts too when the request
     # goes first to a local backend with room; the first to finish decides (flow/speculation.py)
     speculate: bool = True
+    # The semantic layer for callers without a key (the anonymous scope, a tenant named by
+    # header alone): off, as anyone could store what a paraphrase of another's question gets
+    semantic_unkeyed: bool = False
 
 
 EncoderKind = Literal["onnx", "torch"]

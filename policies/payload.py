@@ -95,6 +95,12 @@ def payload_of(body: dict[str, Any]) -> Payload:
     return Payload(tuple(texts), media, read)
 
 
+def walk_texts(body: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(path, string) for every string of a body, field names and media data included."""
+    for path, text, _ in _walk(body, True):
+        yield path, text
+
+
 def _walk(value: Any, paths: bool) -> Iterator[tuple[str, str, bool]]:
     """(place, text, is media) for every string under `value`, depth first, in order; the place
     is the string's path with `paths`, else only the path's last step (all that says whether it

@@ -35,6 +35,7 @@ class UnknownLevel(UnknownName):
 class Classification:
     level: str
     reasons: tuple[str, ...]  # every source that raised the level, for explain and headers
+    detected: bool = False  # a detector fired (or could not finish): personal data, maybe
 
     @property
     def why(self) -> str:
@@ -55,13 +56,14 @@ def classify(
     claims = [(privacy.default, "policy default"), *_named(privacy, header, body)]
     if tenant is not None and tenant.privacy is not None:
         claims.append((tenant.privacy, f"tenant {tenant.name}"))
-    claims += _detected(privacy, body) if scanned else _unscanned(privacy)
+    detections = _detected(privacy, body) if scanned else _unscanned(privacy)
+    claims += detections
     if len(claims) == 1:  # most requests: the default alone (no claim, nothing detected)
         return Classification(privacy.default, (f"policy default: {privacy.default}",))
     strictest = max(privacy.strictness(name) for name, _ in claims)
     level = privacy.levels[strictest].name
     reasons = tuple(f"{source}: {name}" for name, source in claims if name == level)
-    return Classification(level, reasons)
+    return Classification(level, reasons, bool(detections))
 
 
 def raised(privacy: Privacy, level: str, found: Found) -> Classification:

@@ -191,6 +191,7 @@ CACHE_RULE = {
     "coalesce": Spec(bool, "true or false", _RULE.coalesce),
     "coalesce_nondeterministic": Spec(bool, "true or false", _RULE.coalesce_nondeterministic),
     "speculate": Spec(bool, "true or false", _RULE.speculate),
+    "semantic_unkeyed": Spec(bool, "true or false", _RULE.semantic_unkeyed),
 }
 CACHE = {
     "enabled": Spec(bool, "true or false", True),

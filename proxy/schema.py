@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from policies.tags import hidden_tags, may_hide_tags
 from proxy.endpoints import ENDPOINTS, Endpoint
 from proxy.errors import BadRequest
 
@@ -86,6 +87,13 @@ def parse_request(endpoint: Endpoint, raw: bytes) -> ProxyRequest:
         raise BadRequest(f"{endpoint} cannot be streamed", param="stream")
     _check_optional_int(body, "max_tokens")
     _check_optional_int(body, "max_completion_tokens")
+    if may_hide_tags(raw) and (where := hidden_tags(body)) is not None:
+        raise BadRequest(
+            f"{where} holds Unicode tag characters (U+E0000 to U+E007F) outside an emoji flag: "
+            "text a model reads but people and checks do not see; send it as plain text",
+            param=where,
+            code="hidden_text",
+        )
     return ProxyRequest(endpoint, model, bool(stream), body, len(raw))
 
 

@@ -157,8 +157,12 @@ ttft_slo_s = 1.0            # ... or when the first token would come later than 
 # set one, and the engines then sample: with unset_temperature = true the proxy treats such a
 # request as deterministic, so the same (or a similar) question may be answered with an earlier
 # sample instead of a fresh one. Leave it false where every call must sample anew.
+# semantic_unkeyed: a similar question's answer for callers without a key too (the demo's
+# "support" names itself by header). Anyone can claim such a scope and plant an answer that
+# a paraphrase is then served: in production, give tenants keys and leave this out.
 [routes.cache]
 unset_temperature = true
+semantic_unkeyed = true
 ttl_s = 600.0
 """
 

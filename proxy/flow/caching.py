@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -22,7 +23,7 @@ from cache.coalesce import Coalescer
 from cache.embedder import Embedder, load_encoder, measured_shift, referee_kind
 from cache.encoders import Encoder, EncoderKind, source_model
 from cache.index import Vector
-from cache.keys import CacheKeys, CachePlan, cache_keys, cache_plan, model_version
+from cache.keys import CacheKeys, CachePlan, Sharing, cache_keys, cache_plan, model_version
 from cache.referee import (
     UNMEASURED_MARGIN,
     Embeds,
@@ -69,6 +70,9 @@ class Caching:
     rule: CacheRule
     flight: str  # requests with the same flight key may share an upstream call
     needs_usage: bool = True  # the client is told the answer's usage (not a stream without it)
+    # how near a stored question was (X-Overspill-Cache-Similarity): told only to a caller with
+    # a key, in its own scope (elsewhere it would say whether a planted answer took)
+    tells_similarity: bool = True
 
 
 def version(policy: Policy, model: str) -> str:
@@ -209,12 +213,21 @@ class Answers:
         )
 
     def caching(
-        self, policy: Policy, request: ProxyRequest, level: str, tenant: str, cache_control: str
+        self,
+        policy: Policy,
+        request: ProxyRequest,
+        level: str,
+        tenant: str,
+        cache_control: str,
+        sharing: Sharing | None = None,
     ) -> Caching:
         rule = policy.cache_rule(request.model)
         level_cache = policy.privacy.level(level).cache
         endpoint = ENDPOINTS[request.endpoint].caching
-        plan = cache_plan(endpoint, request.body, rule, level_cache, bool(tenant), cache_control)
+        sharing = sharing or Sharing()
+        plan = cache_plan(
+            endpoint, request.body, rule, level_cache, bool(tenant), cache_control, sharing
+        )
         if not policy.cache.enabled:
             plan = CachePlan(False, False, False, plan.coalesce, "cache disabled")
         if not (plan.lookup or plan.store or plan.coalesce):
@@ -222,9 +235,12 @@ class Answers:
         keys = cache_keys(
             request.endpoint, request.body, tenant, request.model, version(policy, request.model)
         )
+        if not sharing.semantic(rule):  # neither found by a similar question nor embedded
+            keys = dataclasses.replace(keys, context=None, query=None)
         delivery = orjson.dumps([request.stream, request.body.get("stream_options")])
         flight = f"{keys.exact}:{level}:{delivery.decode()}"
-        return Caching(plan, keys, rule, flight, not request.stream or _usage_asked(request))
+        needs_usage = not request.stream or _usage_asked(request)
+        return Caching(plan, keys, rule, flight, needs_usage, sharing.keyed)
 
     async def lookup(self, caching: Caching) -> Hit | Miss | Reading:
         """The cache's answer, or a lookup the answer verifier is reading (AnswerCache.begin)."""
@@ -234,10 +250,10 @@ class Answers:
             caching.keys, caching.rule, caching.plan.semantic, caching.needs_usage
         )
 
-    def serve_hit(self, hit: Hit, request: ProxyRequest) -> Produced:
+    def serve_hit(self, hit: Hit, request: ProxyRequest, caching: Caching) -> Produced:
         completion = fresh(hit.answer)
         headers = []
-        if hit.kind == "semantic" and hit.similarity is not None:
+        if hit.kind == "semantic" and hit.similarity is not None and caching.tells_similarity:
             headers.append((b"x-overspill-cache-similarity", f"{hit.similarity:.4f}".encode()))
         if request.stream:
             chunks = replay(completion, _usage_asked(request))
@@ -246,11 +262,17 @@ class Answers:
         headers.append((b"content-type", b"application/json"))
         return Head("cache", 200, headers, False), Whole(orjson.dumps(completion))
 
-    def keep(self, caching: Caching, produced: Produced, miss: Miss) -> Produced:
-        """Pass the answer through; once it is complete and good, store it off the hot path."""
+    def keep(
+        self, caching: Caching, produced: Produced, miss: Miss, personal: bool = False
+    ) -> Produced:
+        """Pass the answer through; once it is complete and good, store it off the hot path
+        (`personal`: for the same request only, the exact layer)."""
         head, chunks = produced
         if not caching.plan.store or head.status != 200:
             return produced
+        if personal:
+            keys = dataclasses.replace(caching.keys, context=None, query=None)
+            caching, miss = dataclasses.replace(caching, keys=keys), Miss()
         if isinstance(chunks, Whole):  # complete already
             insert = self.cache.insert(caching.keys, caching.rule, chunks.body, miss.vector)
             self._background(insert)

@@ -12,6 +12,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, field
 from types import TracebackType
 
+from cache.keys import Sharing
 from cache.store import Hit, Miss, Reading
 from policies.decide import RequestFacts, RoutingPlan, decide, route_for
 from policies.identity import Identity, KeyRing
@@ -198,7 +199,9 @@ class Pipeline:
             return dataclasses.replace(
                 head, headers=[*head.headers, mark], degraded=degraded
             ), chunks
-        return self.runtime.answers.keep(caching, (head, chunks), found)
+        # the names model found someone in what left: only the same request gets this answer
+        personal = bool(screening.found and screening.found.fired)
+        return self.runtime.answers.keep(caching, (head, chunks), found, personal)
 
     def _degraded(
         self, request: ProxyRequest, plan: RoutingPlan, asked: Asked
@@ -335,12 +338,13 @@ class Answering:
             privacy.level,
             caller.scope,
             self.headers.get("cache-control", ""),
+            Sharing(keyed=self.identity.by_key, personal=privacy.detected),
         )
         found = await answers.lookup(caching)
         if isinstance(found, Reading) and not speculates(caching.rule, plan):
             found = await found.outcome
         if isinstance(found, Hit):
-            return self._hit(found, ticket)
+            return self._hit(found, ticket, caching)
         record.note_cache(caching.plan.status, caching.plan.why)  # a hit raced to says so
         screening, request_id = self.screening, self.request_id
         miss = found if isinstance(found, Miss) else Miss(found.vector)
@@ -355,7 +359,7 @@ class Answering:
             if isinstance(found, Reading):  # the verifier reads while the engine starts
                 raced_to = await raced(found, shared)
                 if isinstance(raced_to, Hit):
-                    return self._hit(raced_to, ticket)
+                    return self._hit(raced_to, ticket, caching)
                 if not found.outcome.done():  # dropped before its verdict: the log says why
                     record.note_cache(caching.plan.status, ENGINE_FIRST)
                 head, chunks = raced_to
@@ -367,10 +371,10 @@ class Answering:
         record.note_production(head)
         return head, _charged(head, chunks, request, ticket, record)
 
-    def _hit(self, hit: Hit, ticket: Ticket) -> Produced:
+    def _hit(self, hit: Hit, ticket: Ticket, caching: Caching) -> Produced:
         self.record.note_cache(f"hit-{hit.kind}", "")
         ticket.use(0)  # nothing computed: a hit costs no tokens
-        return self.pipeline.runtime.answers.serve_hit(hit, self.request)
+        return self.pipeline.runtime.answers.serve_hit(hit, self.request, caching)
 
 
 def _charged(

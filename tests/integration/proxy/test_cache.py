@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -23,8 +24,19 @@ SLOW = ("--decode-base-ms", "20", "--prefill-ms-per-token", "0.01", *MODEL)
 ONE_SEQUENCE = (*SLOW, "--max-seqs", "1")  # a 5,000-token stream holds it for 100 s
 
 
-# Tenants the tests name: only a declared tenant has a cache scope of its own.
-TENANTS = '[[tenants]]\nname = "acme"\n[[tenants]]\nname = "globex"\n'
+# Tenants the tests name: only a declared tenant has a cache scope of its own. The semantic
+# layer serves callers with a key (acme's); globex is named by its header alone.
+ACME_KEY = "sk-acme-cache-test"
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+TENANTS = (
+    f'[[tenants]]\nname = "acme"\napi_keys = ["sha256:{_digest(ACME_KEY)}"]\n'
+    '[[tenants]]\nname = "globex"\n'
+)
 
 
 def config(engine: str, extra: str = "") -> str:
@@ -46,6 +58,8 @@ def ask(url: str, content: str, tenant: str = "", **extra: object) -> httpx.Resp
         **extra,
     }
     headers = {"x-overspill-tenant": tenant} if tenant else {}
+    if tenant == "acme":
+        headers["authorization"] = f"Bearer {ACME_KEY}"
     return httpx.post(url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
 
 
@@ -386,26 +400,27 @@ def test_paraphrases_hit_the_semantic_layer_and_near_misses_do_not() -> None:
     # A threshold low enough that the near-misses below are similar enough (cosine 0.88 and
     # 0.89 with the int8 model): only the guard stands between them and a wrong answer.
     with stack(CACHE_DECIDES + "threshold = 0.85\n") as (p, engine):
-        first = ask(p.url, "What is the capital of France?")
+        first = ask(p.url, "What is the capital of France?", tenant="acme")
         assert first.headers["x-overspill-cache"] == "miss"
         searchable(p.url, 1)
         before = received(engine)
-        paraphrase = ask(p.url, "what's the capital of france")
+        paraphrase = ask(p.url, "what's the capital of france", tenant="acme")
         assert paraphrase.headers["x-overspill-cache"] == "hit-semantic"
         assert float(paraphrase.headers["x-overspill-cache-similarity"]) >= 0.8
         assert paraphrase.json()["choices"] == first.json()["choices"]
         assert received(engine) == before
-        germany = ask(p.url, "What is the capital of Germany?")
+        germany = ask(p.url, "What is the capital of Germany?", tenant="acme")
         assert germany.headers["x-overspill-cache"] == "miss"
         assert received(engine) == before + 1
 
-        ask(p.url, "Convert 5 miles to kilometres.")
+        ask(p.url, "Convert 5 miles to kilometres.", tenant="acme")
         searchable(p.url, 3)
-        fifty = ask(p.url, "Convert 50 miles to kilometres.")
+        fifty = ask(p.url, "Convert 50 miles to kilometres.", tenant="acme")
         assert fifty.headers["x-overspill-cache"] == "miss"
-        ask(p.url, "Summarise chapter 3 of the book.")
+        ask(p.url, "Summarise chapter 3 of the book.", tenant="acme")
         searchable(p.url, 5)
-        four = ask(p.url, "Summarise chapter 4 of the book.")  # cosine 0.98, another chapter
+        # cosine 0.98, another chapter
+        four = ask(p.url, "Summarise chapter 4 of the book.", tenant="acme")
         assert four.headers["x-overspill-cache"] == "miss"
         status = httpx.get(p.url + "/admin/status").json()["cache"]
         assert status["refused"] >= 2  # similar enough, refused by the guard
@@ -422,21 +437,21 @@ def test_the_verifier_turns_down_a_swapped_word_the_guard_lets_through() -> None
     book = "What is a good book on machine learning?"
     course = "What is a good course on machine learning?"
     with stack(CACHE_DECIDES) as (p, engine):
-        ask(p.url, book)
+        ask(p.url, book, tenant="acme")
         searchable(p.url, 1)
         before = received(engine)
-        assert ask(p.url, course).headers["x-overspill-cache"] == "miss"
+        assert ask(p.url, course, tenant="acme").headers["x-overspill-cache"] == "miss"
         assert received(engine) == before + 1
-        paraphrase = ask(p.url, "whats a good book on machine learning")
+        paraphrase = ask(p.url, "whats a good book on machine learning", tenant="acme")
         assert paraphrase.headers["x-overspill-cache"] == "hit-semantic"
         assert received(engine) == before + 1
         cache = status(p.url)["cache"]
         assert cache["disagreed"] >= 1
         assert cache["verified"] >= 2
     with stack("[cache]\nverifier = false\nthreshold = 0.8\n") as (p, engine):
-        ask(p.url, book)
+        ask(p.url, book, tenant="acme")
         searchable(p.url, 1)
-        assert ask(p.url, course).headers["x-overspill-cache"] == "hit-semantic"
+        assert ask(p.url, course, tenant="acme").headers["x-overspill-cache"] == "hit-semantic"
 
 
 def test_a_verified_hit_withdraws_the_request_it_started_at_the_engine() -> None:
@@ -445,11 +460,11 @@ def test_a_verified_hit_withdraws_the_request_it_started_at_the_engine() -> None
     comes first: its hit is served, and the request it started is withdrawn from the engine."""
     book = "What is a good book on machine learning?"
     with stack() as (p, engine):
-        first = ask(p.url, book)
+        first = ask(p.url, book, tenant="acme")
         searchable(p.url, 1)
         httpx.post(engine.url + "/_sim/faults", json={"hang_s": 600}).raise_for_status()
         before = httpx.get(engine.url + "/_sim/stats").json()
-        paraphrase = ask(p.url, "whats a good book on machine learning")
+        paraphrase = ask(p.url, "whats a good book on machine learning", tenant="acme")
         assert paraphrase.headers["x-overspill-cache"] == "hit-semantic"
         assert paraphrase.json()["choices"] == first.json()["choices"]
 
@@ -464,7 +479,7 @@ def test_a_verified_hit_withdraws_the_request_it_started_at_the_engine() -> None
         assert 'overspill_cache_speculations_total{first="hit"} 1.0' in metrics
 
         # the same, streamed through the official SDK: the stored answer replayed
-        client = openai.OpenAI(base_url=p.url + "/v1", api_key="unused", max_retries=0)
+        client = openai.OpenAI(base_url=p.url + "/v1", api_key=ACME_KEY, max_retries=0)
         stream = client.chat.completions.create(
             model="sim-model",
             messages=[{"role": "user", "content": "whats a good book on machine learning"}],
@@ -483,7 +498,7 @@ def test_a_question_typed_in_a_hurry_is_served_and_a_typo_hides_no_difference() 
     guard reads the pair again corrected, so "witout" is "without": a question about cooking
     without an oven is not served the answer about cooking with one."""
     with stack(CACHE_DECIDES) as (p, engine):
-        client = openai.OpenAI(base_url=p.url + "/v1", api_key="unused", max_retries=0)
+        client = openai.OpenAI(base_url=p.url + "/v1", api_key=ACME_KEY, max_retries=0)
 
         def asked(question: str) -> tuple[str, str]:
             raw = client.chat.completions.with_raw_response.create(
@@ -516,6 +531,7 @@ def test_a_different_system_prompt_is_never_a_semantic_hit() -> None:
             return ask(
                 p.url,
                 question,
+                tenant="acme",
                 messages=[
                     {"role": "system", "content": system},
                     {"role": "user", "content": question},

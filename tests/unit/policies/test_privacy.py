@@ -69,6 +69,11 @@ def test_metadata_privacy_raises_the_level() -> None:
     assert result == Classification("internal", ("metadata.privacy: internal",))
 
 
+def test_a_level_named_by_the_caller_alone_detects_nothing() -> None:
+    result = classify(POLICY, header="secret", body=chat("hi"), tenant=None)
+    assert not result.detected
+
+
 def test_the_tenant_default_raises_the_level() -> None:
     result = classify(POLICY, header=None, body=chat("hi"), tenant=Tenant("acme", "secret"))
     assert result == Classification("secret", ("tenant acme: secret",))
@@ -81,14 +86,17 @@ def test_a_tenant_without_a_level_changes_nothing() -> None:
 def test_a_detector_raises_the_level_to_the_one_it_maps_to() -> None:
     result = classify(POLICY, header=None, body=chat(CARD), tenant=None)
     assert result == Classification(
-        "secret", ("detected payment_card in messages[0].content: secret",)
+        "secret", ("detected payment_card in messages[0].content: secret",), detected=True
     )
 
 
 def test_the_strictest_of_all_sources_wins() -> None:
     body = chat("write to jane@example.com", metadata={"privacy": "confidential"})
     result = classify(POLICY, header="internal", body=body, tenant=Tenant("acme", "internal"))
-    assert result == Classification("confidential", ("metadata.privacy: confidential",))
+    # the e-mail address was found, though a stricter claim names the level
+    assert result == Classification(
+        "confidential", ("metadata.privacy: confidential",), detected=True
+    )
 
 
 def test_a_public_header_does_not_lower_a_detected_card() -> None:
@@ -393,7 +401,7 @@ def prompts(*texts: str) -> dict[str, Any]:
 def test_a_request_past_the_scan_limit_is_claimed_by_every_enabled_detector() -> None:
     body = prompts("a" * SCAN_LIMIT_CHARS, "b")
     result = classify(POLICY, header=None, body=body, tenant=None)
-    assert result == Classification("secret", (f"payment_card: {BEYOND}: secret",))
+    assert result == Classification("secret", (f"payment_card: {BEYOND}: secret",), True)
 
 
 def test_past_the_limit_each_detector_gives_its_own_reason() -> None:
@@ -401,7 +409,9 @@ def test_past_the_limit_each_detector_gives_its_own_reason() -> None:
     body = prompts("mail jane@example.com", "x" * SCAN_LIMIT_CHARS)
     result = classify(policy, header=None, body=body, tenant=None)
     assert result == Classification(
-        "internal", ("detected email in prompt[0]: internal", f"us_ssn: {BEYOND}: internal")
+        "internal",
+        ("detected email in prompt[0]: internal", f"us_ssn: {BEYOND}: internal"),
+        detected=True,
     )
 
 
@@ -409,7 +419,9 @@ def test_a_request_up_to_the_scan_limit_gets_only_what_is_detected() -> None:
     # the field's name counts too: "prompt", 6 characters
     body = prompts("mail jane@example.com", "x" * (SCAN_LIMIT_CHARS - 21 - 6))
     result = classify(POLICY, header=None, body=body, tenant=None)
-    assert result == Classification("internal", ("detected email in prompt[0]: internal",))
+    assert result == Classification(
+        "internal", ("detected email in prompt[0]: internal",), detected=True
+    )
 
 
 def test_past_the_limit_with_no_detectors_enabled_changes_nothing() -> None:

@@ -23,14 +23,16 @@ from tests.unit.cache.test_store import PARAPHRASE, QUESTION, UNRELATED, FakeEmb
 from tests.unit.cache.test_store_verifier import FakeVerifier
 from tests.unit.proxy.pipeline_harness import POLICY, Harness, chat_answer, harness, status
 
-NO_SPECULATION = POLICY + "\n[cache]\nspeculate = false\n"
+# these callers give no key: the anonymous scope shares similar questions' answers only so
+SHARED = POLICY + "\n[cache]\nsemantic_unkeyed = true\n"
+NO_SPECULATION = SHARED + "speculate = false\n"
 
 
 def asked(text: str) -> dict[str, Any]:
     return {"model": "m", "messages": [{"role": "user", "content": text}], "temperature": 0}
 
 
-async def stored(verdict: float, policy: str = POLICY) -> tuple[Harness, FakeVerifier]:
+async def stored(verdict: float, policy: str = SHARED) -> tuple[Harness, FakeVerifier]:
     """A pipeline whose cache holds the engine's answer to QUESTION; the verifier will give
     `verdict` for it, once the test opens its gate."""
     verifier = FakeVerifier({QUESTION: verdict})
@@ -104,7 +106,7 @@ async def test_a_candidate_the_verifier_refuses_waits_for_the_engines_answer() -
 
 
 async def test_an_engine_that_fails_before_the_verdict_leaves_the_hit_to_serve() -> None:
-    h, verifier = await stored(0.97, POLICY.replace("attempts = 3", "attempts = 1"))
+    h, verifier = await stored(0.97, SHARED.replace("attempts = 3", "attempts = 1"))
     h.engines.script = {"a": [status(404)], "b": [status(404)]}  # the request itself is wrong
     h.engines.held.set()  # type: ignore[union-attr]
     sending = asyncio.create_task(h.send(asked(PARAPHRASE)))
