@@ -1,9 +1,11 @@
 """A plan's targets tried in order: each through its leg (proxy/flow/legs.py), retried as the policy
 allows before the first byte (proxy/flow/attempts.py), until one answers.
 
-What a target holds (in-flight counts) is released when its answer's body has been consumed, or
-at once if it did not answer. A target that says the request itself is wrong (a 4xx) ends the
-chain: no other one would answer differently. When every target failed, the last failure's
+What a target holds (in-flight counts; a cloud call's reservation of its tenant's budget) is
+released when its answer's body has been consumed, or at once if it did not answer; a cloud
+target whose tenant's budget cannot hold one more call is skipped, as one whose breaker is open.
+A target that says the request itself is wrong (a 4xx) ends the chain: no other one would answer
+differently. When every target failed, the last failure's
 status tells the client most, and the message names every reason.
 """
 
@@ -19,6 +21,7 @@ from proxy.errors import APIError, NoBackend, UpstreamError
 from proxy.flow.affinity import Prompt
 from proxy.flow.attempts import Opened, TargetRefused, attempt, relayed
 from proxy.flow.caching import Head, Produced
+from proxy.flow.gate import OverBudget, Reservation
 from proxy.flow.legs import Cleared, Leg, Screening, legs
 from proxy.flow.runtime import Runtime
 from proxy.flow.waiting import Turn
@@ -77,6 +80,8 @@ class Chain:
                 continue
             try:
                 return await self._try(trip, target, cleared, plan.targets[index + 1 :], turn)
+            except OverBudget as over:  # before any call: the next target may still answer
+                failures.append(str(over))
             except TargetRefused as refused:
                 failures.append(f"breaker open: {target.name} ({refused})")
             except UpstreamError as error:
@@ -95,12 +100,12 @@ class Chain:
         turn: Turn | None,
     ) -> Produced:
         leg = self.legs[target.kind]
-        held = Held(leg.hold(target, trip.request))
+        held = Held(leg.hold(target, trip.request, trip.tenant))
         try:
             if turn is not None:
                 turn.taken()  # counted in flight: the waiting room's next may go
             elsewhere = self._open_after(later, trip.level)
-            opened = await self._attempt(leg, target, trip, cleared, elsewhere)
+            opened = await self._attempt(leg, target, trip, cleared, elsewhere, held.entered)
         except BaseException as error:  # released here: no answer takes it
             held.__exit__(type(error), error, error.__traceback__)
             raise
@@ -111,13 +116,19 @@ class Chain:
         return head, body
 
     async def _attempt(
-        self, leg: Leg, target: Target, trip: Trip, cleared: Cleared, elsewhere: bool
+        self,
+        leg: Leg,
+        target: Target,
+        trip: Trip,
+        cleared: Cleared,
+        elsewhere: bool,
+        reservation: Reservation | None,
     ) -> Opened:
         """attempt() on the target's leg, inside what the leg waits for first (a local engine's
         prefill of the same prompt)."""
 
         async def opener() -> Answer:
-            return await leg.open(target, cleared, trip.request_id, trip.tenant)
+            return await leg.open(target, cleared, trip.request_id, reservation)
 
         breaker, clock, retry = self.breakers[target.name], self.runtime.clock, self.policy.retry
         async with leg.prefilling(target, trip.prompt, trip.request.stream):
@@ -137,11 +148,11 @@ class Held:
     by the chain if the target did not answer, else when its answer's body has passed. An
     ExitStack's work for one context, at a fraction of its cost on every request."""
 
-    __slots__ = ("_context",)
+    __slots__ = ("_context", "entered")
 
-    def __init__(self, context: AbstractContextManager[object]) -> None:
-        context.__enter__()
-        self._context: AbstractContextManager[object] | None = context
+    def __init__(self, context: AbstractContextManager[Reservation | None]) -> None:
+        self.entered = context.__enter__()  # what the leg's hold gives its open
+        self._context: AbstractContextManager[Reservation | None] | None = context
 
     def __enter__(self) -> Held:
         return self

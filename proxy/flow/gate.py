@@ -1,6 +1,7 @@
 """The door every request passes: which tenant it is, and whether that tenant may start one more
-request now. Holds each tenant's buckets and requests in flight across policy reloads; the
-decisions are policies/identity and policies/admission (pure).
+request now; and whether its budget allows one more cloud call. Holds each tenant's buckets,
+requests in flight, cloud spend and reservations across policy reloads; the decisions are
+policies/identity, policies/admission and policies/budget (pure).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 from policies.admission import Refusal, TenantLoad, admit, charged, settle
-from policies.budget import Spend, added, current, exhausted
+from policies.budget import Reserved, Spend, added, current, exhausted, released, reserve
 from policies.identity import Identity, KeyRing, Unidentified, WrongTenant, identify
 from policies.model import Policy, Tenant
 from proxy.errors import Forbidden, RateLimited, Unauthorized
@@ -38,6 +39,7 @@ class Gate:
     refused: Counter[str] = field(default_factory=Counter)  # by limit: the metrics read it
     _loads: dict[str, TenantLoad] = field(default_factory=dict)
     _spend: dict[str, Spend] = field(default_factory=dict)  # cloud spend in its period
+    _reserved: dict[str, Reserved] = field(default_factory=dict)  # cloud calls in flight
 
     def identify(self, policy: Policy, ring: KeyRing, headers: dict[str, str]) -> Identity:
         try:
@@ -113,3 +115,69 @@ class Gate:
         return exhausted(
             spend, tenant.cloud_budget_usd, tenant.budget_period, tenant.name, self.wall()
         )
+
+    def reserved(self, tenant: Tenant | None, worst: Callable[[], float]) -> Reservation:
+        """A cloud call's hold on its tenant's budget, `with` the call: raises OverBudget when
+        the call may not start. `worst`, the most the call may cost, is asked only of a tenant
+        with a budget."""
+        return Reservation(self, tenant, worst)
+
+    def reservations(self, tenant: Tenant) -> Reserved:
+        return self._reserved.get(tenant.name, Reserved())
+
+    def _reserve(self, tenant: Tenant, budget: float, worst: float) -> None:
+        name = tenant.name
+        verdict = reserve(
+            self._spend.get(name),
+            self._reserved.get(name, Reserved()),
+            worst,
+            budget,
+            tenant.budget_period,
+            name,
+            self.wall(),
+        )
+        if isinstance(verdict, str):
+            raise OverBudget(verdict)
+        self._reserved[name] = verdict
+
+    def _release(self, tenant: Tenant, worst: float) -> None:
+        self._reserved[tenant.name] = released(self._reserved.get(tenant.name, Reserved()), worst)
+
+
+class OverBudget(Exception):
+    """A cloud call would not fit its tenant's budget (the reason is the message)."""
+
+
+class Reservation:
+    """One cloud call's worst case held against its tenant's budget, from the moment the call is
+    about to be made: settled by the call's first charge (its true cost replaces it), else given
+    back when the call ends uncharged (an error, or no answer). Either way once. A tenant without
+    a budget reserves nothing; the charge still reaches its spend."""
+
+    __slots__ = ("_gate", "_held", "_tenant", "_worst", "_worst_of")
+
+    def __init__(self, gate: Gate, tenant: Tenant | None, worst: Callable[[], float]) -> None:
+        self._gate, self._tenant, self._worst_of = gate, tenant, worst
+        self._worst = 0.0
+        self._held = False
+
+    def __enter__(self) -> Reservation:
+        tenant = self._tenant
+        if tenant is not None and tenant.cloud_budget_usd is not None:
+            self._worst = self._worst_of()
+            self._gate._reserve(tenant, tenant.cloud_budget_usd, self._worst)
+            self._held = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._give_back()
+
+    def charge(self, usd: float) -> None:
+        """The call cost `usd`: charged to the tenant, and the reservation settled."""
+        self._gate.spend(self._tenant, usd)
+        self._give_back()
+
+    def _give_back(self) -> None:
+        if self._held and self._tenant is not None:
+            self._held = False
+            self._gate._release(self._tenant, self._worst)

@@ -2,9 +2,10 @@
 
 The pipeline tries the targets of a plan in order and asks each one's leg, never its kind: may
 this request travel it, and as what (the privacy re-check: the names model reads what would
-leave, a redacting level redacts it), what it holds while it runs (in-flight counts),
-what it waits for first (a local engine's prefill of the same prompt), and the answer. Adding an
-engine kind or a cloud kind touches this module, not the pipeline.
+leave, a redacting level redacts it), what it holds while it runs (in-flight counts, a cloud
+call's reservation of its tenant's budget), what it waits for first (a local engine's prefill of
+the same prompt), and the answer. Adding an engine kind or a cloud kind touches this module, not
+the pipeline.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from policies.privacy import Classification, raised
 from policies.redaction import NotRedactable, Placeholders, redacted_body
 from proxy.errors import UpstreamNotConnected
 from proxy.flow.affinity import Prefill, Prompt
+from proxy.flow.gate import Reservation
 from proxy.flow.runtime import Runtime
 from proxy.legs.answer import Answer
 from proxy.legs.cloud_wire import open_wire
@@ -74,8 +76,12 @@ class Leg(Protocol):
         privacy re-check, where the detectors too slow for every request run)."""
         ...
 
-    def hold(self, target: Target, request: ProxyRequest) -> AbstractContextManager[None]:
-        """Held from the moment the target is chosen until its answer is consumed."""
+    def hold(
+        self, target: Target, request: ProxyRequest, tenant: Tenant | None
+    ) -> AbstractContextManager[Reservation | None]:
+        """Held from the moment the target is chosen until its answer is consumed; a cloud
+        call's entered value is its reservation of the tenant's budget, which its cost settles
+        (proxy/flow/gate.OverBudget raised when the call may not start)."""
         ...
 
     def prefilling(
@@ -85,10 +91,10 @@ class Leg(Protocol):
         ...
 
     async def open(
-        self, target: Target, cleared: Cleared, request_id: str, tenant: Tenant | None
+        self, target: Target, cleared: Cleared, request_id: str, held: Reservation | None
     ) -> Answer:
-        """One try with what `clear` allowed: the answer's head (a stream's body still to
-        come), or an UpstreamError."""
+        """One try with what `clear` allowed (`held`: what `hold` entered): the answer's head
+        (a stream's body still to come), or an UpstreamError."""
         ...
 
 
@@ -115,7 +121,9 @@ class LocalLeg:
     ) -> Cleared:
         return Cleared(request)
 
-    def hold(self, target: Target, request: ProxyRequest) -> AbstractContextManager[None]:
+    def hold(
+        self, target: Target, request: ProxyRequest, tenant: Tenant | None
+    ) -> AbstractContextManager[None]:
         self.runtime.room.started(request.model)  # the waiting room's drain rate
         return self.runtime.backends.in_flight(target.name, request.token_estimate)
 
@@ -125,7 +133,7 @@ class LocalLeg:
         return Prefill(self.runtime.affinity, target.name, prompt, self.policy.balancing, stream)
 
     async def open(
-        self, target: Target, cleared: Cleared, request_id: str, tenant: Tenant | None
+        self, target: Target, cleared: Cleared, request_id: str, held: Reservation | None
     ) -> Answer:
         request = cleared.request
         assert request is not None  # the chain opens only what was cleared
@@ -152,8 +160,8 @@ class LocalLeg:
 
 @dataclass
 class CloudLeg:
-    """Hosted models through litellm (proxy/legs/cloud.py): the tenant's spend is charged as the
-    answer is priced."""
+    """Hosted models through litellm (proxy/legs/cloud.py): the call reserves the most it may
+    cost against its tenant's budget, and its price, once known, settles the reservation."""
 
     policy: Policy
     runtime: Runtime
@@ -189,8 +197,13 @@ class CloudLeg:
             return Cleared(None, f"privacy={level} leaves only redacted: {why}")
         return Cleared(dataclasses.replace(request, body=body), placeholders=places)
 
-    def hold(self, target: Target, request: ProxyRequest) -> AbstractContextManager[None]:
-        return contextlib.nullcontext()
+    def hold(
+        self, target: Target, request: ProxyRequest, tenant: Tenant | None
+    ) -> AbstractContextManager[Reservation]:
+        """Reserved when the chain reaches this target, not at planning: a plan may list a
+        cloud after local targets that answer, and the worst case depends on the target."""
+        cloud, clouds = self.policy.cloud(target.name), self.runtime.cloud
+        return self.runtime.gate.reserved(tenant, lambda: clouds.worst_case(cloud, request))
 
     def prefilling(
         self, target: Target, prompt: Prompt, stream: bool
@@ -198,32 +211,30 @@ class CloudLeg:
         return contextlib.nullcontext()
 
     async def open(
-        self, target: Target, cleared: Cleared, request_id: str, tenant: Tenant | None
+        self, target: Target, cleared: Cleared, request_id: str, held: Reservation | None
     ) -> Answer:
         request = cleared.request
         assert request is not None  # the chain opens only what was cleared
+        assert held is not None  # and what hold() reserved
         cloud = self.policy.cloud(target.name)
-        answer = await self._call(cloud, request, request_id, tenant)
+        answer = await self._call(cloud, request, request_id, held)
         places = cleared.placeholders
         return answer if places is None else RestoredAnswer(answer, places)
 
     async def _call(
-        self, cloud: CloudTarget, request: ProxyRequest, request_id: str, tenant: Tenant | None
+        self, cloud: CloudTarget, request: ProxyRequest, request_id: str, held: Reservation
     ) -> Answer:
-        """The call, by the target's wire: litellm, or OpenAI's format relayed as bytes."""
+        """The call, by the target's wire: litellm, or OpenAI's format relayed as bytes. Its
+        cost settles the tenant's reservation."""
         unlisted = self.policy.server.unlisted_params
         send_user = self.policy.privacy.send_user
         clouds = self.runtime.cloud
         if not cloud.speaks_openai:
-
-            def spend(usd: float) -> None:
-                self.runtime.gate.spend(tenant, usd)
-
-            return await clouds.open(cloud, request, request_id, spend, unlisted, send_user)
+            return await clouds.open(cloud, request, request_id, held.charge, unlisted, send_user)
 
         def charge(usd: float) -> None:
             clouds.spent += usd
-            self.runtime.gate.spend(tenant, usd)
+            held.charge(usd)
 
         def price(prompt: int, completion: int) -> float:
             return clouds.price(cloud, prompt, completion)

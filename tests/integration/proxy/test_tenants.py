@@ -32,7 +32,7 @@ from tests.processes import (
     proxy,
     sim,
 )
-from tests.waits import held, wait_until
+from tests.waits import eventually, held, wait_until
 
 ACME_KEY = "sk-acme-0123456789"  # declared by its SHA-256
 GLOBEX_KEY = "sk-globex-abcdef"  # declared by an environment variable
@@ -602,3 +602,70 @@ def _ended(engine: Process) -> dict[str, Any]:
 def _in_flight(url: str, tenant: str) -> int:
     tenants = httpx.get(url + "/admin/status", timeout=30).json()["tenants"]
     return int(next(t["in_flight"] for t in tenants if t["name"] == tenant))
+
+
+# --- cloud budgets under concurrency -------------------------------------------------------
+
+# gpt-4o-mini in litellm's tables, USD a token; a prompt of a few words estimates under 50.
+PROMPT_USD, ANSWER_USD = 0.15e-6, 0.6e-6
+
+
+def test_concurrent_cloud_calls_reserve_their_worst_case_and_stay_within_the_budget() -> None:
+    """Eight of acme's requests at once, each of at most 400 answer tokens (~$0.00024), while the
+    provider holds every answer: a call reserves the most it may cost before it leaves, so with
+    a budget of $0.0006 two go and the six that do not fit beside them are refused at once,
+    unsent. Their clients then give up (each charged its worst case): the spend ends within the
+    budget plus one call's worst case (before, all eight went: eight worst cases). Once settled,
+    the reservations are given back: the next call goes."""
+    budget, worst = 0.0006, 50 * PROMPT_USD + 400 * ANSWER_USD  # above each call's worst case
+    with (
+        sim(*FAST_ENGINE, *MODEL) as engine,
+        sim(*LONG_ANSWERS) as cloud,
+        proxy(budget_policy(engine.url, cloud.url, budget)) as p,
+    ):
+        httpx.post(cloud.url + "/_sim/faults", json={"hang_s": 600})
+        refused = asyncio.run(_eight_at_once_then_give_up(p.url, cloud.url))
+        reached = cloud_received(cloud)
+        assert (reached, len(refused)) == (2, 6)
+        for answer in refused:
+            assert answer.status_code == 503
+            message = answer.json()["error"]["message"]
+            assert "budget: tenant 'acme' spent" in message
+            assert "2 cloud calls in flight" in message
+        _until(lambda: _spend(p.url)[1]["acme"] >= reached * 400 * ANSWER_USD)  # both settled
+        assert _spend(p.url)[1]["acme"] <= budget + worst
+        httpx.post(cloud.url + "/_sim/faults", json={"hang_s": 0})
+        assert chat(p.url, tenant="acme", model="m", max_tokens=20).status_code == 200
+        assert cloud_received(cloud) == reached + 1
+
+
+async def _eight_at_once_then_give_up(url: str, cloud: str) -> list[httpx.Response]:
+    """acme's eight requests, sent at once; once each is held at the provider or answered by the
+    proxy, the held ones give up (their connections closed). The proxy's answers."""
+    headers = {"x-overspill-tenant": "acme"}
+    async with httpx.AsyncClient(timeout=60) as client:
+        sent = [
+            asyncio.create_task(
+                client.post(
+                    url + "/v1/chat/completions",
+                    headers=headers,
+                    json={
+                        "model": "m",
+                        "max_tokens": 400,
+                        "messages": [{"role": "user", "content": f"question {n}"}],
+                    },
+                )
+            )
+            for n in range(8)
+        ]
+
+        async def accounted() -> bool:
+            held = len((await client.get(cloud + "/_sim/requests")).json()["requests"])
+            return held + sum(task.done() for task in sent) == len(sent)
+
+        await eventually(accounted, "each request held at the provider or answered")
+        answered = [task.result() for task in sent if task.done()]
+        for task in sent:
+            task.cancel()
+        await asyncio.gather(*sent, return_exceptions=True)
+    return answered
