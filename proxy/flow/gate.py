@@ -23,13 +23,24 @@ TENANT_HEADER = "x-overspill-tenant"
 
 @dataclass
 class Ticket:
-    """One admitted request: what it was charged, and what it turned out to use."""
+    """One admitted request: what it was charged, and what it turned out to use: its answer's
+    tokens, and any an engine computed for it beyond them (work started by speculation and
+    withdrawn for a cache hit)."""
 
     charge: int
     used: int | None = None
+    beside: int = 0  # tokens computed for the request that its answer does not count
 
     def use(self, tokens: int | None) -> None:
         self.used = tokens
+
+    def computed(self, tokens: int) -> None:
+        self.beside += tokens
+
+    @property
+    def spent(self) -> int | None:
+        """What the request used in all (None: unknown, the estimate stands)."""
+        return None if self.used is None else self.used + self.beside
 
 
 @dataclass
@@ -85,7 +96,7 @@ class Gate:
             yield ticket
         finally:
             load = self._loads.get(name, TenantLoad())
-            self._loads[name] = settle(load, limits, ticket.charge, ticket.used, self.clock())
+            self._loads[name] = settle(load, limits, ticket.charge, ticket.spent, self.clock())
 
     def load(self, tenant: str) -> TenantLoad:
         return self._loads.get(tenant, TenantLoad())

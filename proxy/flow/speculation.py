@@ -3,7 +3,9 @@ CPU here, queued behind others' under load) starts the engine's work at the same
 first to finish decides.
 
 - The verifier agrees first: the stored answer is served, and the engine's request is withdrawn
-  (cancelled as when a client leaves: the engine frees it, having prefilled it at most).
+  (cancelled as when a client leaves: the engine frees it, having prefilled it at most). What the
+  engine did is charged to the caller's token rate as a stream closed early is: its prompt, and
+  what it had sent (a hit costs nothing, but the work speculation started does).
 - The engine's answer begins first: it is served (it answers the question asked, and a hit
   would now save only the rest of its decoding), and the reading is dropped, never run if it
   had not begun.
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -28,6 +30,7 @@ from cache.store import Hit, Reading
 from policies.decide import RoutingPlan
 from policies.model import CacheRule
 from proxy.flow.caching import Produced
+from proxy.flow.usage import Usage, metered
 
 # Why a speculated lookup was a miss when the engine's answer began before the verdict.
 ENGINE_FIRST = "the engine answered before the verifier read the similar question"
@@ -39,9 +42,22 @@ def speculates(rule: CacheRule, plan: RoutingPlan) -> bool:
     return rule.speculate and plan.local_room_now
 
 
-async def raced(reading: Reading, shared: AbstractAsyncContextManager[Produced]) -> Hit | Produced:
+Computed = Callable[[int], None]  # tokens an engine computed for a request it was withdrawn from
+
+
+def _uncounted(tokens: int) -> None:
+    return None
+
+
+async def raced(
+    reading: Reading,
+    shared: AbstractAsyncContextManager[Produced],
+    prompt_estimate: int = 0,
+    computed: Computed = _uncounted,
+) -> Hit | Produced:
     """The verifier's hit, or the engine's answer (`shared` entered: the caller exits it), as
-    the module says. Cancelled, it cancels both."""
+    the module says; for a hit, `computed` is told what the withdrawn engine work used (the
+    caller's ticket: tokens_per_minute). Cancelled, it cancels both."""
     production = asyncio.ensure_future(shared.__aenter__())
     outcome = reading.outcome
     reading.stats.speculated += 1
@@ -54,7 +70,8 @@ async def raced(reading: Reading, shared: AbstractAsyncContextManager[Produced])
         found = await outcome  # the verdict came first, or the production failed first
         if isinstance(found, Hit):
             reading.stats.withdrawn += 1
-            await _withdrawn(production, shared)
+            used = await _withdrawn(production, shared, prompt_estimate)
+            computed(used)
             return found
         return await production  # its error, if it failed
     except BaseException:
@@ -68,20 +85,27 @@ def _answered(production: asyncio.Future[Produced]) -> bool:
 
 
 async def _withdrawn(
-    production: asyncio.Future[Produced], shared: AbstractAsyncContextManager[Produced]
-) -> None:
+    production: asyncio.Future[Produced],
+    shared: AbstractAsyncContextManager[Produced],
+    prompt_estimate: int = 0,
+) -> int:
     """Cancel the engine's work and wait until it is released (its in-flight count, its flight,
-    the upstream request). An answer that came all the same is closed."""
+    the upstream request). An answer that came all the same is closed. The tokens the engine
+    used for it: what had passed of its answer (prompt and pieces, as for a stream closed
+    early), the prompt's prefill if it was cut before answering, nothing if it failed."""
     production.cancel()
     with contextlib.suppress(asyncio.CancelledError):  # this request cancelled meanwhile
         await asyncio.wait({production})
     if not _answered(production):
-        return
-    _, chunks = production.result()
+        return prompt_estimate if production.cancelled() else 0
+    head, chunks = production.result()
+    passed: list[Usage | None] = []
     try:
-        await _closed(chunks)
+        await _closed(metered(chunks, head.stream, prompt_estimate, passed.append))
     finally:
         await shared.__aexit__(None, None, None)
+    usage = passed[0] if passed else None
+    return usage.total if usage is not None else prompt_estimate
 
 
 async def _closed(chunks: AsyncIterator[bytes]) -> None:
