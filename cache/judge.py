@@ -26,7 +26,7 @@ from cache.index import Vector
 from cache.referee import Embeds, Referee, settled
 from cache.spelling import Lexicon, corrected
 from cache.stats import CacheStats
-from cache.verifier import AGREES, Verifies
+from cache.verifier import AGREES, Crowded, Scores, Verifies
 
 log = logging.getLogger("overspill")
 
@@ -115,10 +115,16 @@ class Judge:
         return ToVerify(reading, {c.ident: corrections.get(c.ident) for c in reading}, refused)
 
     async def verified(
-        self, reading: ToVerify, asked: str, holds: Callable[[int], bool]
+        self, reading: ToVerify, asked: str, holds: Callable[[int], bool], scope: str = ""
     ) -> Candidate | str:
-        """The verifier's choice among the candidates `screened` left it; else why none."""
-        agreed = await self._verified(list(reading.similar), asked, reading.corrections, holds)
+        """The verifier's choice among the candidates `screened` left it; else why none. It
+        reads in `scope`'s turn (the cache scope asking: scopes take turns at the verifier)."""
+        similar = list(reading.similar)
+        try:
+            agreed = await self._verified(similar, asked, reading.corrections, holds, scope)
+        except Crowded as crowded:  # the scope's readings wait to the bound: a miss, unread
+            self.stats.unverified += len(similar)
+            return str(crowded)
         return agreed if agreed is not None else reading.refused or "the verifier: another question"
 
     def forget(self, ident: int) -> None:
@@ -207,6 +213,7 @@ class Judge:
         asked: str,
         corrections: Mapping[int, Pair | None],
         holds: Callable[[int], bool],
+        scope: str,
     ) -> Candidate | None:
         """The nearest candidate whose answer the verifier agrees answers the question: all of
         them in one batch, and again with typos corrected (`corrections`, by entry). No verdict
@@ -218,11 +225,14 @@ class Judge:
             self.stats.unverified += len(similar)
             return None
         try:
-            scores = await verifier.scores(asked, [candidate.question for candidate in similar])
+            scores = await self._scores(asked, [candidate.question for candidate in similar], scope)
             agreed = [
-                score >= AGREES and await self._agrees_corrected(corrections.get(candidate.ident))
+                score >= AGREES
+                and await self._agrees_corrected(corrections.get(candidate.ident), scope)
                 for candidate, score in zip(similar, scores, strict=True)
             ]
+        except Crowded:
+            raise
         except Exception:  # a broken verifier is a miss, not an error
             log.exception("cache: the answer verifier failed")
             self.stats.unverified += len(similar)
@@ -234,7 +244,7 @@ class Judge:
                 return candidate
         return None
 
-    async def _agrees_corrected(self, pair: Pair | None) -> bool:
+    async def _agrees_corrected(self, pair: Pair | None, scope: str) -> bool:
         """The verifier's second reading, of the (stored, asked) questions with their typos
         corrected, when there were any: it learnt typos as a sign of a paraphrase (the tuning
         half typed in a hurry, `bench.cache_truth --typos`: 1 of 192 near-misses served on one
@@ -242,8 +252,16 @@ class Judge:
         if pair is None or self.verifier is None:
             return True
         self.stats.corrected += 1
-        (score,) = await self.verifier.scores(pair[1], [pair[0]])
+        (score,) = await self._scores(pair[1], [pair[0]], scope)
         return bool(score >= AGREES)
+
+    async def _scores(self, question: str, stored: list[str], scope: str) -> Scores:
+        """The verifier's reading in the scope's turn; a store that names no scope reads in the
+        turn every such caller shares."""
+        assert self.verifier is not None
+        if scope:
+            return await self.verifier.scores(question, stored, scope)
+        return await self.verifier.scores(question, stored)
 
 
 async def _embedded(embeds: Embeds, text: str, known: Vector | None) -> Vector:

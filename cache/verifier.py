@@ -7,7 +7,10 @@ The model is made once (cache/verifier_training.py, in a child process: torch ne
 server) and served here on ONNX Runtime, fp32, one thread. The cache consults it only for the
 candidates that passed the similarity threshold and the guard: a clear miss, most lookups, never
 pays for it. A candidate it reads costs one run when the first reading refuses it, two only
-when that one agrees (`verdicts`).
+when that one agrees (`verdicts`). Readings wait for the one reader per cache scope, the
+scopes taking turns (cache/turns.py): one caller's flood of borderline questions delays another's
+reading by at most one reading per other busy scope, and a scope holds at most QUEUED_PER_SCOPE
+waiting.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -28,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cache.encoders import TOKENIZER_FILE, EmbedderError, load_tokenizer, padded
+from cache.turns import Turns
 
 log = logging.getLogger("overspill")
 
@@ -58,7 +63,10 @@ class Verifies(Protocol):
         """Start loading the model, if not yet done."""
         ...
 
-    async def scores(self, question: str, stored: Sequence[str]) -> Scores: ...
+    async def scores(self, question: str, stored: Sequence[str], scope: str = "") -> Scores:
+        """Read in `scope`'s turn (the cache scope asking); Crowded when it has too many
+        readings waiting already."""
+        ...
 
 
 class OnnxVerifier:
@@ -155,26 +163,46 @@ def lower_priority(niceness: int) -> None:
         os.setpriority(os.PRIO_PROCESS, thread, min(19, current + niceness))
 
 
+# Readings one scope may have waiting for the reader: past them its lookups are misses, unread
+# (an engine call, never a wrong answer). 16 are 0.2-0.4 s of the reader's work here, longer
+# than a local engine takes to begin the answer a speculated reading races.
+QUEUED_PER_SCOPE = 16
+
+
+class Crowded(Exception):
+    """The scope has QUEUED_PER_SCOPE readings waiting: this one is not read."""
+
+
+@dataclass(eq=False)
+class _Waiting:
+    pairs: list[tuple[str, str]]
+    verdicts: asyncio.Future[list[Verdict]]
+
+
 class Verifier:
     """The async front: the model loads (made first, if it must be: minutes) in a daemon thread
     of its own, so neither a lookup nor a proxy's exit waits for it; verdicts run one at a time
     in a reader thread of their own, at a lower priority, so a lookup waits for them without
-    holding the event loop, and under load they take the CPU the requests leave. A reading
-    still queued when its lookup is cancelled (the engine answered first) is never run."""
+    holding the event loop, and under load they take the CPU the requests leave. They wait in
+    turns by scope (cache/turns.py), handed to the reader one at a time; a reading still waiting
+    when its lookup is cancelled (the engine answered first) is never run."""
 
     def __init__(self, factory: Callable[[], ScoresPairs], niceness: int = READER_NICENESS) -> None:
         self._factory = factory
         self._model: concurrent.futures.Future[ScoresPairs] = concurrent.futures.Future()
         # One reader thread, below the event loop and the embedder in the CPU's queue: a reading
-        # queued behind it when the engine's answer begins is dropped unread (speculation)
+        # waiting for it when the engine's answer begins is dropped unread (speculation)
         self._reader = concurrent.futures.ThreadPoolExecutor(
             1, "verifier", initializer=lower_priority, initargs=(niceness,)
         )
+        self._waiting: Turns[_Waiting] = Turns(QUEUED_PER_SCOPE)
+        self._reading: asyncio.Future[list[Verdict]] | None = None  # the reader's, if busy
         self._lock = threading.Lock()
         self._started = False
         self.calls = 0  # lookups read
         self.pairs = 0  # pairs read
         self.steps: Counter[Step] = Counter()  # verdicts, by the step that gave them
+        self.crowded = 0  # lookups not read: their scope had QUEUED_PER_SCOPE waiting
 
     @property
     def ready(self) -> bool:
@@ -198,14 +226,50 @@ class Verifier:
             log.exception("cache: the answer verifier failed to load; no semantic hits")
             self._model.set_exception(exc)
 
-    async def scores(self, question: str, stored: Sequence[str]) -> Scores:
-        """For each stored question, how surely its answer answers `question` (`Verdict`)."""
+    async def scores(self, question: str, stored: Sequence[str], scope: str = "") -> Scores:
+        """For each stored question, how surely its answer answers `question` (`Verdict`), read
+        in `scope`'s turn; Crowded when the scope has QUEUED_PER_SCOPE readings waiting."""
         self.warm()
         model = await asyncio.wrap_future(self._model)
+        pairs = [(text, question) for text in stored]
+        waiting = _Waiting(pairs, asyncio.get_running_loop().create_future())
+        if not self._waiting.add(scope, waiting):
+            self.crowded += 1
+            raise Crowded(f"the verifier: {QUEUED_PER_SCOPE} readings already wait in its scope")
         self.calls += 1
         self.pairs += len(stored)
-        pairs = [(text, question) for text in stored]
-        reading = asyncio.get_running_loop().run_in_executor(self._reader, verdicts, model, pairs)
-        found = await reading
+        self._hand_over(model)
+        try:
+            found = await waiting.verdicts
+        except asyncio.CancelledError:
+            self._waiting.withdraw(scope, waiting)  # never read, if it was still waiting
+            raise
         self.steps.update(verdict.step for verdict in found)
         return np.array([verdict.score for verdict in found], dtype=np.float32)
+
+    def _hand_over(self, model: ScoresPairs) -> None:
+        """The reader, if free, takes the next reading whose lookup still wants it."""
+        if self._reading is not None:
+            return
+        waiting = self._waiting.next()
+        while waiting is not None and waiting.verdicts.done():  # cancelled meanwhile
+            waiting = self._waiting.next()
+        if waiting is None:
+            return
+        loop = asyncio.get_running_loop()
+        self._reading = loop.run_in_executor(self._reader, verdicts, model, waiting.pairs)
+        self._reading.add_done_callback(functools.partial(self._read, model, waiting))
+
+    def _read(
+        self, model: ScoresPairs, waiting: _Waiting, reading: asyncio.Future[list[Verdict]]
+    ) -> None:
+        """A reading is done: its verdicts to its lookup (if it still waits), the next one in."""
+        self._reading = None
+        if not waiting.verdicts.done():
+            if reading.cancelled():
+                waiting.verdicts.cancel()
+            elif (error := reading.exception()) is not None:
+                waiting.verdicts.set_exception(error)
+            else:
+                waiting.verdicts.set_result(reading.result())
+        self._hand_over(model)
