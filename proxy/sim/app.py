@@ -10,14 +10,17 @@ from dataclasses import dataclass, field
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
+from starlette.types import Scope
 
 from proxy.errors import APIError, InternalError, error_body
 from proxy.sim import anthropic_api, control, ollama_api, openai_api
+from proxy.sim.compress import Compressing
 from proxy.sim.engine import Engine
-from proxy.sim.faults import Faults
+from proxy.sim.faults import Faults, GzipWhen
 from proxy.sim.http import error_response, json_response
 from proxy.sim.limits import RequestRateLimit
 from proxy.sim.models import ModelHost, OllamaModels, SharedEngine
@@ -88,12 +91,18 @@ def build_sim_app(config: SimConfig) -> Starlette:
     return Starlette(
         routes=_routes(config.personality),
         lifespan=lifespan,
+        middleware=[Middleware(Compressing, when=_gzip_when)],
         exception_handlers={
             APIError: _api_error,
             HTTPException: _http_error,
             Exception: _unexpected,
         },
     )
+
+
+def _gzip_when(scope: Scope) -> GzipWhen:
+    sim: Simulator = scope["app"].state.sim
+    return sim.faults.gzip
 
 
 def _native_ollama(request: Request) -> bool:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from proxy.errors import BadRequest
 
 Verdict = Literal["ok", "error", "rate_limit"]
+GzipWhen = Literal["off", "accepted", "always"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,10 @@ class Faults:
     hang_s: float = 0.0  # every request hangs this long before its first token (0: off)
     drop_after_chunks: int | None = None  # streams are cut after this many chunks
     listener_down_s: float = 0.0  # last requested listener outage (an action, not a state)
+    # "accepted": bodies gzip-compressed for a caller that accepts gzip, as providers behind
+    # Cloudflare answer; "always": even to one that asked for identity (a broken gateway)
+    gzip: GzipWhen = "off"
+    error_text: str = ""  # words every injected error carries (a provider's IDs, keys, URLs)
 
     def draw(self, rng: random.Random) -> Verdict:
         if self.rate_limit_rate and rng.random() < self.rate_limit_rate:
@@ -43,6 +48,7 @@ class Faults:
 
 _RATES = ("error_rate", "rate_limit_rate")
 _DURATIONS = ("retry_after_s", "extra_latency_ms", "hang_s", "listener_down_s")
+_TEXTS = ("gzip", "error_text")  # read from a --fault flag as they are written
 
 
 def merge_faults(current: Faults, changes: dict[str, Any]) -> Faults:
@@ -66,6 +72,10 @@ def _check(name: str, value: Any) -> None:
         raise BadRequest(f"{name} must be a non-negative number", param=name)
     if name == "error_status" and value not in (500, 502, 503, 504):
         raise BadRequest("error_status must be 500, 502, 503 or 504", param=name)
+    if name == "gzip" and value not in ("off", "accepted", "always"):
+        raise BadRequest('gzip must be "off", "accepted" or "always"', param=name)
+    if name == "error_text" and not (isinstance(value, str) and len(value) <= 1000):
+        raise BadRequest("error_text must be a string of at most 1000 characters", param=name)
     if (
         name == "drop_after_chunks"
         and value is not None
@@ -80,7 +90,9 @@ def parse_fault_flag(flag: str) -> dict[str, Any]:
     if not sep:
         raise BadRequest(f"--fault expects NAME=VALUE, got {flag!r}")
     value: Any
-    if raw in ("null", "none", ""):
+    if name.strip() in _TEXTS:
+        value = raw
+    elif raw in ("null", "none", ""):
         value = None
     else:
         try:

@@ -13,6 +13,7 @@ _KEPT_HEADERS = (
     "x-overspill-privacy",
     "user-agent",
     "content-type",
+    "accept-encoding",  # a relay of raw bytes must ask for identity
     "anthropic-version",
     "anthropic-beta",
 )

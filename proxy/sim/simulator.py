@@ -65,17 +65,18 @@ class Simulator:
         self._inject(self.faults.draw(self.rng))
 
     def _inject(self, verdict: str) -> None:
+        said = f" {self.faults.error_text}" if self.faults.error_text else ""
         if verdict == "rate_limit":
             raise RateLimited(
-                "simulated rate limit (fault injection)",
+                f"simulated rate limit (fault injection){said}",
                 retry_after=self.faults.retry_after_s,
             )
         if verdict == "error":
             error: APIError
             if self.faults.error_status == 500:
-                error = InternalError("simulated engine failure (fault injection)")
+                error = InternalError(f"simulated engine failure (fault injection){said}")
             else:
-                error = Overloaded("simulated overload (fault injection)")
+                error = Overloaded(f"simulated overload (fault injection){said}")
                 error.status = self.faults.error_status
             raise error
 
