@@ -8,6 +8,7 @@ error body by hand and no traceback ever reaches a client.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import orjson
@@ -136,12 +137,28 @@ class NoBackend(APIError):
 
 
 class UpstreamError(APIError):
-    """Something went wrong talking to an engine; `retryable` if nothing reached the client."""
+    """Something went wrong talking to an engine; `retryable` if nothing reached the client.
+
+    Its message is the proxy's own (the target's name, what failed, a status); `detail` is what
+    the upstream itself said (an error's text, an OS error, an address): the operator's log has
+    it, a client never does (it may hold the operator's organisation, key or internals)."""
 
     status = 502
     type = "upstream_error"
     code = "upstream_error"
     retryable = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        detail: str = "",
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message, param=param, code=code, headers=headers)
+        self.detail = loggable(detail, DETAIL_KEPT)
 
     @property
     def summary(self) -> str:
@@ -174,49 +191,93 @@ class UpstreamDropped(UpstreamError):
     code = "upstream_dropped"
 
 
+class UpstreamUnreadable(UpstreamError):
+    """The target answered, but not in a form the proxy may relay: compressed although identity
+    was asked for, or a whole answer that is not a JSON object. Never relayed, never stored; not
+    tried again (the target did the work, and a cloud bills it), and its breaker counts it."""
+
+    code = "upstream_unreadable"
+
+
 class UpstreamStatus(UpstreamError):
     """The engine answered with an error status.
 
-    Client errors (4xx: bad request, unknown model, context too long, 429) pass through with the
-    engine's own body, which already speaks OpenAI. An engine's internal failure is the gateway's
-    502, its 503 stays a 503 (retry later), each with a message naming the backend.
+    The status is kept: a client error (4xx: bad request, unknown model, context too long, 429)
+    stays what it is, an engine's internal failure is the gateway's 502, its 503 stays a 503
+    (retry later). The message is the proxy's, naming the backend; of a 4xx's own error only
+    `type`, `param` and `code` pass, and only when they are short identifiers (they tell the
+    caller what was wrong); its text goes to the log (`detail`).
     """
 
     def __init__(self, backend: str, status: int, body: bytes | None, headers: dict[str, str]):
-        detail = _error_message(body)
-        super().__init__(f"{backend} answered {status}: {detail}", headers=headers)
+        said = _said(body)
+        code = _identifier(said.get("code")) if status < 500 else None
+        shown = f" ({code})" if code and not code.isdigit() else ""
+        super().__init__(
+            f"{backend} answered {status}{shown}",
+            detail=str(said.get("message", "")),
+            param=_identifier(said.get("param")) if status < 500 else None,
+            code=code,
+            headers=headers,
+        )
         self.upstream_status = status
         self.status = status if status < 500 or status == 503 else 502
-        # Only a body that already speaks OpenAI's error shape reaches the client as it is.
-        self.upstream_body = body if status < 500 and _is_openai_error(body) else None
         self.retryable = status >= 500 or status == 429
         if status == 503:
             self.code = "upstream_overloaded"
+        if status < 500 and (kind := _identifier(said.get("type"))):
+            self.type = kind
 
     @property
     def summary(self) -> str:
         return f"answered {self.upstream_status}"
 
-    def render(self) -> bytes:
-        return self.upstream_body if self.upstream_body is not None else super().render()
+
+# What is kept of an upstream's words: enough to mask a key in before the log cuts it shorter.
+DETAIL_KEPT = 2000
 
 
-def _is_openai_error(body: bytes | None) -> bool:
+def loggable(text: str, limit: int = 500) -> str:
+    """An upstream's text as the log may show it: one line of printable characters, cut short."""
+    text = text[:limit]
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else " " for c in text)
+
+
+# A code, a type or a parameter's path: lower-case words, CamelCase words and small indices
+# between `_`, `.` and brackets; no room for a sentence, an ID or a key (they mix cases and
+# digits, or carry `-`).
+_IDENTIFIER = re.compile(
+    r"(?:[a-z]+|(?:[A-Z][a-z]+)+|\d{1,3})(?:[_.\[\]]+(?:[a-z]+|(?:[A-Z][a-z]+)+|\d{1,3}))*\]?"
+)
+
+
+def _identifier(value: object) -> str | None:
+    """`value` when it is a short identifier (an engine's int code as its digits), else None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if isinstance(value, str) and len(value) <= 64 and _IDENTIFIER.fullmatch(value):
+        return value
+    return None
+
+
+def _said(body: bytes | None) -> dict[str, object]:
+    """An upstream's error as fields: OpenAI's `{"error": {...}}`, vLLM's fields at the top,
+    Ollama's `{"error": "text"}`; anything else is text (its start). The message is what the
+    log will show: the body's start where the fields name none."""
     try:
         parsed = orjson.loads(body or b"")
     except orjson.JSONDecodeError:
-        return False
-    error = parsed.get("error") if isinstance(parsed, dict) else None
-    return isinstance(error, dict) and isinstance(error.get("message"), str)
-
-
-def _error_message(body: bytes | None) -> str:
-    """The message inside an OpenAI-shaped error body, else the body's start, else ""."""
-    if not body:
-        return ""
-    try:
-        parsed = orjson.loads(body)
-        error = parsed["error"]
-        return str(error["message"] if isinstance(error, dict) else error)
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        return body[:200].decode(errors="replace")
+        parsed = None
+    inner = parsed.get("error") if isinstance(parsed, dict) else None
+    said: dict[str, object] = {}
+    if isinstance(inner, dict):
+        said = inner
+    elif isinstance(inner, str):
+        said = {"message": inner}
+    elif isinstance(parsed, dict):
+        said = parsed
+    if said.get("message"):
+        return said
+    return {**said, "message": (body or b"")[:DETAIL_KEPT].decode(errors="replace")}

@@ -19,6 +19,11 @@ from proxy.flow.record import Record
 from proxy.flow.whole import joined
 from proxy.http.disconnect import DisconnectWatch
 
+_CONTENT_TYPE = {
+    True: (b"content-type", b"text/event-stream"),
+    False: (b"content-type", b"application/json"),
+}
+
 
 def header_text(text: str) -> bytes:
     """A header value from text that may hold a client's bytes (a field path names the body's
@@ -52,9 +57,12 @@ class Reply:
         return headers
 
     async def deliver(self, head: Head, chunks: AsyncIterator[bytes]) -> None:
-        """Send an answer: a stream chunk by chunk as it comes, a whole body at once."""
+        """Send an answer: a stream chunk by chunk as it comes, a whole body at once. Its
+        Content-Type is the proxy's, never an upstream's label: every answer is an event stream
+        or a JSON object (proxy/legs/upstream.py checks a whole one)."""
         self.record.route = head.route
-        headers = [*head.headers, *self._decision_headers(head.route)]
+        headers = [h for h in head.headers if h[0] != b"content-type"]
+        headers += [_CONTENT_TYPE[head.stream], *self._decision_headers(head.route)]
         if head.stream:
             await self._start(head.status, headers)
             # closed here even when the client leaves mid-send, so the upstream stops at once

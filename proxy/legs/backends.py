@@ -107,9 +107,12 @@ class BackendMonitor:
             mean_request_tokens=self.work_in_flight / self.in_flight if self.in_flight else None,
         )
 
-    def mark_down(self, error: str) -> None:
+    def mark_down(self, error: str, detail: str = "") -> None:
+        """Down, for `error` (the proxy's words: requests' reasons show it); what the engine or
+        the OS said (`detail`) goes to the log only."""
         if self.healthy:
-            log.warning("backend %s marked down: %s", self.config.name, error)
+            said = f" ({detail})" if detail else ""
+            log.warning("backend %s marked down: %s%s", self.config.name, error, said)
         self.healthy = False
         self.error = error
 
@@ -206,9 +209,11 @@ class Backends:
             # its traffic elsewhere. Down once it stays silent; one that refuses is down at once.
             monitor.slow_probes += 1
             if monitor.slow_probes >= SLOW_PROBES_TO_DOWN or not was:
-                monitor.mark_down(str(exc))
-        except (UpstreamError, ValueError) as exc:
-            monitor.mark_down(str(exc))
+                monitor.mark_down(exc.message, exc.detail)
+        except UpstreamError as exc:
+            monitor.mark_down(exc.message, exc.detail)
+        except ValueError as exc:  # an answer that does not read as its format
+            monitor.mark_down(f"probe answer unreadable ({type(exc).__name__})", str(exc)[:500])
         else:
             monitor.healthy, monitor.error, monitor.slow_probes = True, None, 0
             if not was:

@@ -23,7 +23,7 @@ from policies.model import CloudTarget
 from proxy.endpoints import ENDPOINTS
 from proxy.errors import UpstreamUnavailable
 from proxy.legs.cloud_answer import CloudAnswer, StreamBill
-from proxy.legs.cloud_errors import mapped
+from proxy.legs.cloud_errors import reported
 from proxy.legs.cloud_params import Unlisted, asks_usage, outbound
 from proxy.schema import ProxyRequest
 
@@ -88,18 +88,19 @@ class Cloud:
         try:
             result = await call(**params)
         except Exception as exc:
-            raise mapped(target.name, exc) from exc
+            raise reported(target.name, exc, request_id, params["api_key"] or "") from exc
         except asyncio.CancelledError:
             # The client left while the provider worked: it may generate the whole answer, and
             # bill it. Charged as the most it could have cost, so leaving never pays less.
             bill(self.worst_case(target, request))
             raise
-        return self._answer(target, request, result, bill, sent.dropped)
+        return self._answer(target, request, request_id, result, bill, sent.dropped)
 
     def _answer(
         self,
         target: CloudTarget,
         request: ProxyRequest,
+        request_id: str,
         result: Any,
         bill: Callable[[float], None],
         dropped: tuple[str, ...],
@@ -113,6 +114,7 @@ class Cloud:
             return CloudAnswer(
                 target.name,
                 True,
+                request_id=request_id,
                 source=result,
                 bill=stream_bill,
                 show_usage=shown,
@@ -151,18 +153,7 @@ class Cloud:
         return self.price(target, request.prompt_estimate, self._most_tokens(target, request))
 
     def _most_tokens(self, target: CloudTarget, request: ProxyRequest) -> int:
-        """The most answer tokens the call may bring: its max tokens, else the model's maximum
-        output, for each of its `n` choices."""
-        limit = request.answer_limit
-        if limit is None:
-            try:
-                limit = int(self.litellm.get_model_info(target.model)["max_output_tokens"])
-            except Exception:  # a model litellm does not know: a typical long answer
-                limit = FALLBACK_MAX_OUTPUT
-        choices = request.body.get("n")
-        if isinstance(choices, int) and not isinstance(choices, bool) and choices > 1:
-            return limit * choices
-        return limit
+        return most_tokens(request, lambda: max_output(target.model))
 
     def price(self, target: CloudTarget, prompt: int, completion: int) -> float:
         """USD for these tokens at the target's price (litellm's tables; 0 if unpriced). One
@@ -201,3 +192,23 @@ class Cloud:
 
 
 FALLBACK_MAX_OUTPUT = 4096
+
+
+def most_tokens(request: ProxyRequest, model_limit: Callable[[], int]) -> int:
+    """The most answer tokens a call may bring: its max tokens, else the model's maximum output
+    (`model_limit`, asked only then), for each of its `n` choices."""
+    limit = request.answer_limit
+    if limit is None:
+        limit = model_limit()
+    choices = request.body.get("n")
+    if isinstance(choices, int) and not isinstance(choices, bool) and choices > 1:
+        return limit * choices
+    return limit
+
+
+def max_output(model: str) -> int:
+    """The model's maximum output by litellm's tables."""
+    try:
+        return int(_litellm().get_model_info(model)["max_output_tokens"])
+    except Exception:  # a model litellm does not know (or no litellm): a typical long answer
+        return FALLBACK_MAX_OUTPUT

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.legs.cloud_errors import mapped
+from proxy.legs.cloud_errors import reported
 from proxy.legs.cloud_params import dropped_header
 
 
@@ -55,6 +55,7 @@ class CloudAnswer:
     target: str
     stream: bool
     body: bytes = b""
+    request_id: str = ""  # for the log, should the provider fail mid-stream
     source: Any = None  # litellm's stream
     cost: float = 0.0
     usage: dict[str, Any] = field(default_factory=dict)
@@ -93,7 +94,7 @@ class CloudAnswer:
                 yield b"data: " + chunk.model_dump_json(exclude_none=True).encode() + b"\n\n"
             yield b"data: [DONE]\n\n"
         except Exception as exc:
-            raise mapped(self.target, exc) from exc
+            raise reported(self.target, exc, self.request_id) from exc
         finally:
             source = self.source
             self.close()

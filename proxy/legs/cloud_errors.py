@@ -14,6 +14,7 @@ from proxy.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from proxy.legs.upstream import logged
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -37,6 +38,14 @@ def _from_the_wire(exc: BaseException) -> bool:
     )
 
 
+def reported(target: str, exc: Exception, request_id: str, secret: str = "") -> APIError:
+    """mapped(), and what the provider said written to the log (the client sees none of it)."""
+    error = mapped(target, exc)
+    if isinstance(error, UpstreamError):
+        logged(error, request_id, secret)
+    return error
+
+
 def mapped(target: str, exc: Exception) -> APIError:
     """litellm's exceptions -> the proxy's, at this boundary. A failure that never touched the
     wire (litellm could not build the call from the request) is the caller's 400: it says
@@ -55,14 +64,15 @@ def mapped(target: str, exc: Exception) -> APIError:
     name = type(exc).__name__
     status = getattr(exc, "status_code", None)
     if "Timeout" in name:
-        return UpstreamTimeout(f"{target}: {name}")
+        return UpstreamTimeout(f"{target}: {name}", detail=str(exc))
     if "APIConnectionError" in name or status is None:
-        return UpstreamUnavailable(f"{target}: {name}: {str(exc)[:200]}")
+        return UpstreamUnavailable(f"{target}: {name}", detail=str(exc))
     return _status_error(target, exc, int(status))
 
 
 def _status_error(target: str, exc: Exception, status: int) -> UpstreamError:
-    """A provider's error status, in OpenAI's error shape, with its Retry-After."""
+    """A provider's error status, with its Retry-After; what the provider said is read from
+    litellm's text (UpstreamStatus keeps of it what a client may see)."""
     headers = {}
     response = getattr(exc, "response", None)
     retry_after = (
@@ -70,33 +80,21 @@ def _status_error(target: str, exc: Exception, status: int) -> UpstreamError:
     )
     if retry_after:
         headers["Retry-After"] = str(retry_after)
-    error = _provider_error(str(getattr(exc, "message", exc)), status)
-    return UpstreamStatus(target, status, orjson.dumps({"error": error}), headers)
+    said = _providers_error(str(getattr(exc, "message", exc)))
+    return UpstreamStatus(target, status, said, headers)
 
 
-def _provider_error(text: str, status: int) -> dict[str, object]:
-    """OpenAI's error object from litellm's message, which wraps the provider's own error
-    (`litellm.BadRequestError: AnthropicException - {"type": "error", "error": {...}}`): the
-    provider's message, type and code when its JSON is there, else litellm's text, cut short."""
-    error: dict[str, object] = {
-        "message": text[:300],
-        "type": "upstream_error",
-        "param": None,
-        "code": str(status),
-    }
-    start, end = text.find("{"), text.rfind("}")  # a stream's error quotes it as bytes: b'{...}'
-    try:
-        document = orjson.loads(text[start : end + 1]) if 0 <= start < end else None
-    except orjson.JSONDecodeError:
-        return error
-    inner = document.get("error") if isinstance(document, dict) else None
-    if not isinstance(inner, dict) or not isinstance(inner.get("message"), str):
-        return error
-    error["message"] = inner["message"][:1000]
-    if isinstance(inner.get("type"), str):
-        error["type"] = inner["type"]
-    if isinstance(inner.get("param"), str):
-        error["param"] = inner["param"]
-    code = inner.get("code")
-    error["code"] = code if isinstance(code, str) else error["code"]
-    return error
+def _providers_error(text: str) -> bytes:
+    """The provider's own error document inside litellm's message, which wraps it
+    (`litellm.BadRequestError: AnthropicException - {"type": "error", "error": {...}}`; a
+    stream's error quotes it as bytes: b'{...}'), else litellm's text as it is."""
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        document = text[start : end + 1]
+        try:
+            orjson.loads(document)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            return document.encode()
+    return text.encode()

@@ -18,6 +18,8 @@ from typing import Any
 import orjson
 
 from policies.model import CloudTarget
+from proxy.errors import UpstreamUnreadable
+from proxy.legs.cloud import max_output, most_tokens
 from proxy.legs.cloud_params import Unlisted, asks_usage, outbound
 from proxy.legs.upstream import EngineClient
 from proxy.legs.wire_answer import WireAnswer, WireBill
@@ -70,11 +72,22 @@ async def open_wire(
     send_user: bool = False,
 ) -> WireAnswer:
     """One call to the target: its answer with the bill attached (errors are the engine
-    client's: a 4xx ends the chain, a 5xx, 429 or a lost connection may be retried)."""
+    client's: a 4xx ends the chain, a 5xx, 429 or a lost connection may be retried; an answer
+    that cannot be read is a 502, charged at the most the call could cost)."""
     sent = outbound(request.endpoint, request.body, unlisted, send_user)
     body = wire_body(target, request, sent.params)
     url = wire_url(target, request)
     headers = wire_headers(target, request_id)
-    answer = await client.open(target.name, url, body, headers, request.stream)
-    bill = WireBill(price, charge, request.prompt_estimate)
+
+    def worst() -> float:
+        limit = most_tokens(request, lambda: max_output(target.model))
+        return price(request.prompt_estimate, limit)
+
+    try:
+        answer = await client.open(target.name, url, body, headers, request.stream)
+    except UpstreamUnreadable:
+        # it answered, and bills it; what it used cannot be read: the most it could cost
+        charge(worst())
+        raise
+    bill = WireBill(price, charge, request.prompt_estimate, worst)
     return WireAnswer(answer, bill, request.stream, asks_usage(request.body), sent.dropped)

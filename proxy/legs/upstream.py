@@ -9,11 +9,13 @@ total. Every aiohttp error is mapped to proxy.errors at this boundary.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 import aiohttp
+import orjson
 
 from policies.model import Timeouts
 from proxy.errors import (
@@ -23,6 +25,8 @@ from proxy.errors import (
     UpstreamStatus,
     UpstreamTimeout,
     UpstreamUnavailable,
+    UpstreamUnreadable,
+    loggable,
 )
 from proxy.legs.answer import Answer
 from proxy.legs.deadlines import Deadlines
@@ -31,8 +35,11 @@ from proxy.legs.deadlines import Deadlines
 # vLLM and the simulator, closes one after 5 s), so a request never goes out on a connection the
 # engine is closing: reused about 5 s after its last request, 70% of such sends failed here.
 KEEPALIVE_S = 4.0
-# Response headers worth passing to the client; hop-by-hop and framing headers are ours to set.
-_FORWARDED_HEADERS = ("content-type", "retry-after")
+# Every upstream is asked for its bytes as they are: a body is relayed as it came (an engine's,
+# a cloud's raw wire), and aiohttp would otherwise offer gzip and deflate, then (with
+# auto_decompress off: no inflating on the hot path) hand over compressed bytes unlabelled.
+_IDENTITY = {"Accept-Encoding": "identity"}
+log = logging.getLogger("overspill.upstream")
 
 
 class EngineClient(Protocol):
@@ -61,6 +68,7 @@ class Upstream:
             connector=connector,
             timeout=aiohttp.ClientTimeout(total=None, connect=timeouts.connect_s),
             auto_decompress=False,
+            headers=_IDENTITY,
             skip_auto_headers=("User-Agent",),
         )
 
@@ -83,11 +91,15 @@ class Upstream:
                 )
                 if response.status >= 400:
                     await upstream.fail_with_status()
+                upstream.check_encoding()
                 if not stream:
                     late = "answer not complete in time"
-                    upstream.body = await upstream.whole()
+                    upstream.body = upstream.checked(await upstream.whole())
         except TimeoutError as exc:
             raise UpstreamTimeout(f"{backend}: {late}") from exc
+        except UpstreamError as error:
+            logged(error, headers.get("x-request-id", ""), _bearer(headers))
+            raise
         return upstream
 
     async def _posted(
@@ -99,12 +111,13 @@ class Upstream:
             connect = self.timeouts.connect_s
             raise UpstreamNotConnected(f"{backend}: no connection within {connect:g}s") from exc
         except aiohttp.ClientConnectorError as exc:
-            raise UpstreamNotConnected(f"{backend}: cannot connect ({exc.os_error})") from exc
+            detail = str(exc.os_error)
+            raise UpstreamNotConnected(f"{backend}: cannot connect", detail=detail) from exc
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
             # Nothing of the answer arrived, so trying elsewhere is safe.
             raise UpstreamUnavailable(f"{backend}: connection lost before answering") from exc
         except aiohttp.ClientError as exc:
-            raise UpstreamError(f"{backend}: {type(exc).__name__}: {exc}") from exc
+            raise UpstreamError(f"{backend}: {type(exc).__name__}", detail=str(exc)) from exc
 
     async def get(self, url: str, limit_s: float) -> tuple[int, bytes]:
         """A small GET for probes: (status, body); raises UpstreamError."""
@@ -112,11 +125,11 @@ class Upstream:
             async with asyncio.timeout(limit_s), self.session.get(url) as response:
                 return response.status, await response.read()
         except TimeoutError as exc:
-            raise UpstreamTimeout(f"{url}: no answer within {limit_s:g}s") from exc
+            raise UpstreamTimeout(f"no answer within {limit_s:g}s", detail=url) from exc
         except aiohttp.ClientConnectorError as exc:
-            raise UpstreamUnavailable(f"cannot connect ({exc.os_error})") from exc
+            raise UpstreamUnavailable("cannot connect", detail=str(exc.os_error)) from exc
         except aiohttp.ClientError as exc:
-            raise UpstreamUnavailable(f"{type(exc).__name__}: {exc}") from exc
+            raise UpstreamUnavailable(type(exc).__name__, detail=str(exc)) from exc
 
 
 @dataclass
@@ -133,11 +146,32 @@ class UpstreamResponse:
         return self.response.status
 
     def headers(self) -> list[tuple[bytes, bytes]]:
-        return [
-            (name.encode(), self.response.headers[name].encode("latin-1"))
-            for name in _FORWARDED_HEADERS
-            if name in self.response.headers
-        ]
+        """None of the upstream's: the proxy labels what it relays (proxy/http/reply.py), as
+        it checked it to be, whatever the upstream called it (text/html would be served from
+        the dashboard's origin)."""
+        return []
+
+    def check_encoding(self) -> None:
+        """Identity was asked for: a body in another coding cannot be relayed as it is."""
+        coding = self.response.headers.get("content-encoding", "identity").strip().lower()
+        if coding != "identity":
+            self.close()
+            raise UpstreamUnreadable(
+                f"{self.backend}: answered in an encoding other than the identity asked for",
+                detail=f"content-encoding: {coding}",
+            )
+
+    def checked(self, body: bytes) -> bytes:
+        """A whole answer's body, if it is a JSON object (every endpoint's answer is one)."""
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            start = body[:200].decode(errors="replace")
+            message = f"{self.backend}: answered with a body that is not a JSON object"
+            raise UpstreamUnreadable(message, detail=start)
+        return body
 
     async def read(self) -> bytes:
         """The whole body (read already if the answer was opened as a whole one)."""
@@ -192,3 +226,21 @@ class UpstreamResponse:
         retry_after = self.response.headers.get("retry-after")
         headers = {"Retry-After": retry_after} if retry_after else {}
         raise UpstreamStatus(self.backend, self.status, body, headers)
+
+
+def logged(error: UpstreamError, request_id: str, secret: str = "") -> None:
+    """What the upstream said, for the operator: the client got the proxy's own message. The
+    key the call carried is masked, should the upstream echo it."""
+    if not error.detail:
+        return
+    detail = error.detail
+    if len(secret) >= 8:
+        detail = detail.replace(secret, "…" + secret[-4:])
+    detail = loggable(detail)  # cut short once masked: no key is cut in two
+    # a caller's 4xx is routine (a bad parameter); a target's failure is the operator's to see
+    level = logging.WARNING if error.status >= 500 else logging.INFO
+    log.log(level, "%s (request %s): %s", error.message, request_id or "-", detail)
+
+
+def _bearer(headers: Mapping[str, str]) -> str:
+    return headers.get("authorization", "").removeprefix("Bearer ")

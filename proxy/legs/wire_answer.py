@@ -4,8 +4,9 @@ bytes in, bytes out, as the local leg relays an engine's, with the bill read off
 Nothing is built per chunk. A stream is cut into its SSE events on blank lines; only an event
 that carries the usage (`"usage": {`, once, near the end: the call always asks for it) is
 parsed, to price the answer and, when the client did not ask for usage, to be left out. The
-bill is settled exactly once however the stream ends: from the usage when it came, else at
-least a token per event that passed (a client that left, a stream that broke).
+bill is settled exactly once however the stream ends: from the usage when it came; else, for
+an answer that ended without usage the proxy could read, the most the call could cost; else (a
+client that left, a stream that broke) at least a token per event that passed.
 """
 
 from __future__ import annotations
@@ -34,19 +35,27 @@ def usage_of(payload: Any) -> tuple[int, int] | None:
 
 @dataclass
 class WireBill:
-    """A wire answer's cost, charged once: `price(prompt, completion)` in USD."""
+    """A wire answer's cost, charged once: `price(prompt, completion)` in USD. An answer the
+    provider finished without usage the proxy could read (none sent, or not readable) is
+    charged `worst()`, the most it could cost: usage that is hidden or garbled never makes an
+    answer cheaper to the tenant than usage shown."""
 
     price: Callable[[int, int], float]
     charge: Callable[[float], None]
     prompt_estimate: int
+    worst: Callable[[], float] | None = None  # None: charged for what passed
     tokens: tuple[int, int] | None = None
     events: int = 0  # data events that passed: at least a token each
+    ended: bool = False  # the provider's answer arrived whole
     settled: bool = False
 
     def settle(self) -> None:
         if self.settled:
             return
         self.settled = True
+        if self.tokens is None and self.ended and self.worst is not None:
+            self.charge(self.worst())
+            return
         prompt, completion = self.tokens or (self.prompt_estimate, self.events)
         self.charge(self.price(prompt, completion))
 
@@ -82,6 +91,7 @@ class WireAnswer:
         self.bill.tokens = usage_of(payload)
         if self.bill.tokens is not None and isinstance(payload, dict):
             self.usage = payload["usage"]
+        self.bill.ended = True
         self.bill.settle()
         return body
 
@@ -98,6 +108,7 @@ class WireAnswer:
                     yield out
             if held:
                 yield held
+            self.bill.ended = True  # whole: usage that never came is billed at the most
         finally:
             self.close()
 

@@ -10,6 +10,7 @@ words), and the two answers compared."""
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Iterator
@@ -17,9 +18,12 @@ from typing import Any
 
 import httpx
 import openai
+import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from proxy.schema import parse_request
+from tests.clients import assert_openai_error
 from tests.processes import (
     TEST_CLOUD_KEY,
     Process,
@@ -29,8 +33,10 @@ from tests.processes import (
     proxy,
     sim,
 )
+from tests.waits import wait_until
 
 ROUTE = '[[routes]]\nmodel = "m"\ncloud = ["mini"]\n'
+AUTH = {"authorization": "Bearer sk-client"}
 
 
 @pytest.fixture(scope="module")
@@ -198,3 +204,136 @@ def test_a_whole_answer_is_the_providers_bytes(wired: tuple[Process, Process]) -
     relayed, sent = relayed_and_sent(p, cloud, stream=False, include_usage=False)
     assert b'"usage":{' in relayed
     assert relayed == sent
+
+
+# A provider that compresses (issue 30, finding 4): OpenAI behind Cloudflare answers gzip to a
+# caller that accepts it. On `wire = "auto"` (the default for openai/ models) the proxy relays
+# the provider's bytes, so it must ask for them as they are, and refuse what it cannot read.
+
+LENIENT = (
+    "[breaker]\nconsecutive_failures = 1000\nmin_calls = 1000\n[retry]\nattempts = 1\n"
+    "[cache]\nsemantic = false\n"
+)
+
+
+@pytest.fixture(scope="module")
+def auto_wired() -> Iterator[tuple[Process, Process]]:
+    flags = engine_flags(personality="cloud", decode_base_ms=1, output_tokens=5, block_size=1024)
+    with sim(*flags, "--model", "gpt-4o-mini", "--fault", "gzip=accepted") as cloud:
+        down = backend_toml("gone", "vllm", "http://127.0.0.1:9", {"m": "m"})
+        target = cloud_toml("mini", cloud.url)  # no wire: "auto"
+        with proxy(down + target + ROUTE + LENIENT) as p:
+            yield p, cloud
+
+
+def litellm_price(prompt: int, completion: int) -> float:
+    """What the provider's usage costs by litellm's tables, which the proxy prices with."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    cost = litellm.cost_per_token(
+        model="openai/gpt-4o-mini", prompt_tokens=prompt, completion_tokens=completion
+    )
+    return float(cost[0]) + float(cost[1])
+
+
+def asked(text: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "model": "m",
+        "messages": [{"role": "user", "content": f"{text} {uuid.uuid4().hex[:8]}"}],
+        "temperature": 0,
+        "max_tokens": 40,
+        **extra,
+    }
+
+
+def test_a_compressing_provider_is_asked_for_identity_and_its_answers_cached_readable(
+    auto_wired: tuple[Process, Process],
+) -> None:
+    p, cloud = auto_wired
+    direct = httpx.post(cloud.url + "/v1/chat/completions", json=asked("x", model="gpt-4o-mini"))
+    assert direct.headers["content-encoding"] == "gzip"  # as the provider answers httpx
+    body = asked("compressed")
+    before = spent(p)
+    first = client(p).chat.completions.with_raw_response.create(**body)
+    completion = first.parse()  # JSON: the SDK reads it
+    assert first.headers["content-type"] == "application/json"
+    assert completion.choices[0].message.content
+    assert last_received(cloud)["headers"]["accept-encoding"] == "identity"
+    usage = completion.usage
+    assert usage is not None
+    assert spent(p) - before == pytest.approx(
+        litellm_price(usage.prompt_tokens, usage.completion_tokens), rel=1e-9
+    )
+    again = client(p).chat.completions.with_raw_response.create(**body)
+    assert again.headers["x-overspill-cache"] == "hit-exact"  # stored readable: not a 500
+    assert again.parse().choices[0].message.content == completion.choices[0].message.content
+
+
+def test_a_compressing_providers_stream_is_relayed_as_events_and_billed_its_usage(
+    auto_wired: tuple[Process, Process],
+) -> None:
+    p, _ = auto_wired
+    body = asked("streamed", stream=True, stream_options={"include_usage": True})
+    before = spent(p)
+    chunks = list(client(p).chat.completions.create(**body))
+    usage = chunks[-1].usage
+    assert usage is not None
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert spent(p) - before == pytest.approx(
+        litellm_price(usage.prompt_tokens, usage.completion_tokens), rel=1e-9
+    )
+    again = httpx.post(p.url + "/v1/chat/completions", json=body, headers=AUTH)
+    assert again.headers["x-overspill-cache"] == "hit-exact"
+    assert again.headers["content-type"] == "text/event-stream"
+    assert again.content.startswith(b"data: {")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_provider_that_compresses_anyway_is_a_502_never_stored_and_billed_at_most(
+    auto_wired: tuple[Process, Process], stream: bool
+) -> None:
+    """A gateway that ignores the identity asked for: nothing it sent reaches the client or
+    the cache; what it used cannot be read, so the call is billed the most it could cost."""
+    p, cloud = auto_wired
+    body = asked("ignored", stream=stream)
+    most = litellm_price(parse_request("chat", orjson.dumps(body)).prompt_estimate, 40)
+    httpx.post(cloud.url + "/_sim/faults", json={"gzip": "always"}).raise_for_status()
+    try:
+        before = spent(p)
+        for _ in range(2):
+            refused = httpx.post(p.url + "/v1/chat/completions", json=body, headers=AUTH)
+            error = assert_openai_error(refused, 502)
+            assert error["code"] == "upstream_unreadable"
+            assert refused.headers.get("x-overspill-cache") != "hit-exact"
+        assert spent(p) - before == pytest.approx(2 * most, rel=1e-9)
+    finally:
+        httpx.post(cloud.url + "/_sim/faults", json={"gzip": "accepted"}).raise_for_status()
+
+
+@pytest.mark.parametrize(
+    ("faults", "status"),
+    [({"error_rate": 1, "error_status": 500}, 502), ({"rate_limit_rate": 1}, 429)],
+    ids=["500", "429"],
+)
+def test_a_providers_error_words_reach_the_log_and_never_the_client(
+    auto_wired: tuple[Process, Process], faults: dict[str, object], status: int
+) -> None:
+    """A provider (or a gateway before it) that says the operator's organisation and echoes
+    its key (issue 30, finding 9): the client gets the proxy's words naming the target; the
+    log gets the provider's, the key masked."""
+    p, cloud = auto_wired
+    echo = f"in organization org-Q7x9Lm2Kp4Zr, key {TEST_CLOUD_KEY}"
+    httpx.post(cloud.url + "/_sim/faults", json={**faults, "error_text": echo})
+    try:
+        refused = httpx.post(p.url + "/v1/chat/completions", json=asked("fails"), headers=AUTH)
+        error = assert_openai_error(refused, status)
+        assert f"mini answered {faults.get('error_status', 429)}" in error["message"]
+        for secret in (TEST_CLOUD_KEY, "org-Q7x9Lm2Kp4Zr", "fault injection"):
+            assert secret not in refused.text
+        masked = f"org-Q7x9Lm2Kp4Zr, key …{TEST_CLOUD_KEY[-4:]}"
+        wait_until(lambda: any(masked in line for line in p.output), "the provider's words")
+        assert not any(TEST_CLOUD_KEY in line for line in p.output)
+    finally:
+        reset = {"error_rate": 0, "rate_limit_rate": 0, "error_text": ""}
+        httpx.post(cloud.url + "/_sim/faults", json=reset).raise_for_status()

@@ -15,6 +15,7 @@ from openai.types.chat import ChatCompletionChunk
 from tests.clients import assert_openai_error as check_openai_error
 from tests.clients import json_values
 from tests.processes import FAST_ENGINE, Process, backend_toml, proxy, sim
+from tests.waits import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -113,29 +114,63 @@ def test_unknown_path_and_wrong_method(gateway: Process) -> None:
     assert_openai_error(httpx.get(gateway.url + "/v1/chat/completions"), 405)
 
 
-def test_engine_400_passes_through_with_its_message(gateway: Process) -> None:
+# What an engine says in its errors is for the operator (issue 30, finding 9): its internals,
+# addresses, the operator's organisation or key. The client gets the status, the proxy's words
+# naming the target, and of a 4xx the code, param and type when they are short identifiers.
+INTERNALS = "org-Q7x9Lm2Kp4Zr at http://10.9.8.7:8000 key sk-engine-key-13579"
+
+
+def said_to_the_log(gateway: Process, words: str) -> None:
+    wait_until(lambda: any(words in line for line in gateway.output), f"{words!r} in the log")
+
+
+def test_engine_400_tells_the_caller_what_was_wrong_in_the_proxys_words(gateway: Process) -> None:
     body = b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 5000}'
-    error = assert_openai_error(post(gateway, body), 400)
+    refused = post(gateway, body)
+    error = assert_openai_error(refused, 400)
     assert error["code"] == "context_length_exceeded"
+    assert error["message"] == "e answered 400 (context_length_exceeded)"
+    said_to_the_log(gateway, "This model's maximum context length is 4096 tokens")
 
 
 @pytest.mark.parametrize(("engine_status", "proxy_status"), [(500, 502), (503, 503), (502, 502)])
 def test_engine_failures_are_mapped(
     gateway: Process, engine: Process, engine_status: int, proxy_status: int
 ) -> None:
-    httpx.post(engine.url + "/_sim/faults", json={"error_rate": 1, "error_status": engine_status})
+    faults = {"error_rate": 1, "error_status": engine_status, "error_text": INTERNALS}
+    httpx.post(engine.url + "/_sim/faults", json=faults)
     body = b'{"model": "m", "messages": [{"role": "user", "content": "x"}]}'
-    error = assert_openai_error(post(gateway, body), proxy_status)
-    assert f"e answered {engine_status}" in error["message"]
-    assert "fault injection" in error["message"]
+    refused = post(gateway, body)
+    error = assert_openai_error(refused, proxy_status)
+    assert error["message"].endswith(f"e answered {engine_status}")
+    for secret in ("fault injection", "org-Q7x9Lm2Kp4Zr", "10.9.8.7", "sk-engine-key"):
+        assert secret not in refused.text
+    said_to_the_log(gateway, f"(fault injection) {INTERNALS}")
 
 
 def test_engine_429_keeps_retry_after(gateway: Process, engine: Process) -> None:
-    httpx.post(engine.url + "/_sim/faults", json={"rate_limit_rate": 1, "retry_after_s": 7})
+    faults = {"rate_limit_rate": 1, "retry_after_s": 7, "error_text": INTERNALS}
+    httpx.post(engine.url + "/_sim/faults", json=faults)
     body = b'{"model": "m", "messages": [{"role": "user", "content": "x"}]}'
     response = post(gateway, body)
-    assert_openai_error(response, 429)
+    assert assert_openai_error(response, 429)["code"] == "rate_limit_exceeded"
     assert response.headers["retry-after"] == "7"
+    assert "org-Q7x9Lm2Kp4Zr" not in response.text
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_engine_that_compresses_against_the_identity_asked_for_is_a_502(
+    gateway: Process, engine: Process, stream: bool
+) -> None:
+    """Relayed, its bytes would be gzip labelled JSON (issue 30, finding 4): never relayed."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": stream}
+    httpx.post(engine.url + "/_sim/faults", json={"gzip": "accepted"})
+    served = httpx.post(gateway.url + "/v1/chat/completions", json=body, timeout=10)
+    assert served.status_code == 200  # asked for identity, it answers plain
+    assert served.content.startswith(b"data: {" if stream else b"{")
+    httpx.post(engine.url + "/_sim/faults", json={"gzip": "always"})
+    refused = httpx.post(gateway.url + "/v1/chat/completions", json=body, timeout=10)
+    assert assert_openai_error(refused, 502)["code"] == "upstream_unreadable"
 
 
 def test_stream_cut_by_the_engine_ends_with_an_sse_error(gateway: Process, engine: Process) -> None:

@@ -134,53 +134,91 @@ def test_rate_limited_renders_a_429_rate_limit_error() -> None:
     assert RateLimited("x", retry_after=1).code == "rate_limit_exceeded"
 
 
-def test_engine_client_error_body_passes_through_unchanged() -> None:
+# An engine's or a provider's error: the status is kept, the words are the proxy's (issue 30,
+# finding 9). What the upstream said goes to `detail`, which only the log shows.
+
+LEAKY = (
+    "Rate limit reached for gpt-4o-mini in organization org-Abc123XyZ on tokens per min. "
+    "Key sk-proj-****wxyz, see https://platform.example/account"
+)
+
+
+def test_a_client_error_keeps_its_status_code_param_and_type_and_not_its_words() -> None:
     error = UpstreamStatus("gpu-1", 400, ENGINE_400, {})
     assert error.status == 400
-    assert error.render() == ENGINE_400
     assert error.retryable is False
-
-
-def test_engine_client_error_message_names_backend_and_engine_message() -> None:
-    error = UpstreamStatus("gpu-1", 400, ENGINE_400, {})
-    assert (
-        error.message == "gpu-1 answered 400: This model's maximum context length is 4096 tokens."
-    )
-
-
-def test_engine_404_passes_through() -> None:
-    body = orjson.dumps({"error": {"message": "model 'x' not found", "type": "NotFoundError"}})
-    error = UpstreamStatus("mac", 404, body, {})
-    assert (error.status, error.render(), error.retryable) == (404, body, False)
-
-
-def test_engine_429_passes_through_is_retryable_and_keeps_retry_after() -> None:
-    body = orjson.dumps({"error": {"message": "queue full"}})
-    error = UpstreamStatus("gpu-1", 429, body, {"Retry-After": "4"})
-    assert (error.status, error.render(), error.retryable) == (429, body, True)
-    assert error.headers == {"Retry-After": "4"}
-
-
-@pytest.mark.parametrize("status", [500, 502, 504, 507])
-def test_engine_failure_is_a_gateway_502_naming_the_backend(status: int) -> None:
-    body = orjson.dumps({"error": {"message": "CUDA out of memory", "type": "InternalError"}})
-    error = UpstreamStatus("gpu-1", status, body, {})
-    assert error.status == 502
-    assert error.upstream_status == status
-    assert error.retryable is True
     assert rendered(error)["error"] == {
-        "message": f"gpu-1 answered {status}: CUDA out of memory",
+        "message": "gpu-1 answered 400",  # vLLM's code is the status again: not repeated
+        "type": "BadRequestError",
+        "param": None,
+        "code": "400",
+    }
+    assert error.detail == "This model's maximum context length is 4096 tokens."
+
+
+def test_a_named_code_and_param_tell_the_caller_what_was_wrong() -> None:
+    said = {"message": "max_tokens is too large: 5000", "type": "invalid_request_error"}
+    body = orjson.dumps({"error": {**said, "param": "max_tokens", "code": "invalid_value"}})
+    error = rendered(UpstreamStatus("gpu-1", 400, body, {}))["error"]
+    assert error == {
+        "message": "gpu-1 answered 400 (invalid_value)",
+        "type": "invalid_request_error",
+        "param": "max_tokens",
+        "code": "invalid_value",
+    }
+
+
+def test_a_429_keeps_retry_after_and_none_of_the_providers_words() -> None:
+    body = orjson.dumps(
+        {"error": {"message": LEAKY, "type": "tokens", "code": "rate_limit_exceeded"}}
+    )
+    error = UpstreamStatus("mini", 429, body, {"Retry-After": "4"})
+    assert (error.status, error.retryable, error.headers) == (429, True, {"Retry-After": "4"})
+    shown = error.render().decode()
+    for secret in ("org-Abc123XyZ", "sk-proj", "platform.example", "Rate limit reached"):
+        assert secret not in shown
+    assert rendered(error)["error"]["code"] == "rate_limit_exceeded"
+    assert error.detail == LEAKY  # for the operator's log
+
+
+@pytest.mark.parametrize(
+    "field",
+    ["sk-test-cloud-key-5678", "org-Abc123XyZ", "proj_Ab3dE5gH7jK9", "see the docs", "x" * 65, 7.5],
+)
+def test_a_field_that_is_no_short_identifier_is_not_shown(field: object) -> None:
+    body = orjson.dumps({"error": {"message": "no", "type": field, "param": field, "code": field}})
+    error = rendered(UpstreamStatus("gpu-1", 400, body, {}))["error"]
+    assert error == {
+        "message": "gpu-1 answered 400",
         "type": "upstream_error",
         "param": None,
         "code": "upstream_error",
     }
 
 
+@pytest.mark.parametrize("status", [500, 502, 504, 507])
+def test_engine_failure_is_a_gateway_502_naming_the_backend(status: int) -> None:
+    body = orjson.dumps(
+        {"error": {"message": "CUDA out of memory", "type": "InternalError", "code": "oom"}}
+    )
+    error = UpstreamStatus("gpu-1", status, body, {})
+    assert error.status == 502
+    assert error.upstream_status == status
+    assert error.retryable is True
+    assert rendered(error)["error"] == {  # a 5xx's internals are the gateway's to know
+        "message": f"gpu-1 answered {status}",
+        "type": "upstream_error",
+        "param": None,
+        "code": "upstream_error",
+    }
+    assert error.detail == "CUDA out of memory"
+
+
 def test_engine_503_stays_503_as_upstream_overloaded() -> None:
     body = orjson.dumps({"error": {"message": "server is overloaded"}})
     error = UpstreamStatus("gpu-2", 503, body, {"Retry-After": "2"})
     assert (error.status, error.code, error.retryable) == (503, "upstream_overloaded", True)
-    assert rendered(error)["error"]["message"] == "gpu-2 answered 503: server is overloaded"
+    assert rendered(error)["error"]["message"] == "gpu-2 answered 503"
     assert error.headers == {"Retry-After": "2"}
 
 
@@ -189,36 +227,23 @@ def test_engine_503_code_does_not_leak_into_later_errors() -> None:
     assert UpstreamStatus("gpu-2", 500, None, {}).code == "upstream_error"
 
 
-def test_non_json_engine_body_is_quoted_in_the_message() -> None:
-    error = UpstreamStatus("gpu-1", 500, b"<html>Internal Server Error</html>", {})
-    assert error.message == "gpu-1 answered 500: <html>Internal Server Error</html>"
-
-
-def test_long_non_json_engine_body_is_cut_to_its_start() -> None:
-    error = UpstreamStatus("gpu-1", 502, b"x" * 1000, {})
-    assert error.message == "gpu-1 answered 502: " + "x" * 200
-
-
-def test_ollama_style_error_string_is_used_as_the_message() -> None:
-    error = UpstreamStatus("mac", 500, b'{"error": "model not loaded"}', {})
-    assert error.message == "mac answered 500: model not loaded"
-
-
-@pytest.mark.parametrize("body", [b'{"detail": "not found"}', b"[1]", b"null"])
-def test_json_engine_body_without_an_openai_message_is_quoted(body: bytes) -> None:
-    error = UpstreamStatus("mac", 500, body, {})
-    assert error.message == f"mac answered 500: {body.decode()}"
-
-
-def test_empty_engine_body_renders_our_own_error() -> None:
-    error = UpstreamStatus("gpu-1", 400, b"", {})
-    assert error.status == 400
-    assert rendered(error)["error"]["message"] == "gpu-1 answered 400: "
-
-
-def test_non_json_engine_client_error_still_renders_an_openai_error() -> None:
-    error = UpstreamStatus("gpu-1", 404, b"404 page not found", {})
-    assert rendered(error)["error"]["message"] == "gpu-1 answered 404: 404 page not found"
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        (b"<html>Internal Server Error</html>", "<html>Internal Server Error</html>"),
+        (b'{"error": "model not loaded"}', "model not loaded"),  # Ollama's
+        (b'{"object": "error", "message": "bad", "code": 400}', "bad"),  # vLLM's older shape
+        (b'{"detail": "not found"}', '{"detail": "not found"}'),
+        (b'{"error": {"type": "x"}}', '{"error": {"type": "x"}}'),  # fields, but no words
+        (b"x" * 3000, "x" * 2000),  # kept for the log, which cuts it shorter once masked
+        (b"line one\nline two\x1b[31m", "line one line two [31m"),  # one printable line
+        (b"", ""),
+    ],
+)
+def test_what_the_upstream_said_is_kept_for_the_log_only(body: bytes, detail: str) -> None:
+    error = UpstreamStatus("mac", 404, body, {})
+    assert error.detail == detail
+    assert rendered(error)["error"]["message"] == "mac answered 404"
 
 
 @pytest.mark.parametrize(
