@@ -164,8 +164,9 @@ def test_an_anthropic_error_comes_back_as_an_openai_error(
     translated: tuple[Process, Process],
 ) -> None:
     """OpenAI's temperature goes to 2, Anthropic's to 1: the provider's 400, in its own shape,
-    reaches the client as OpenAI's error object with the provider's words (a 4xx does not
-    count against the target's breaker, so the tests after this one still reach it)."""
+    reaches the client as OpenAI's error object with the provider's type and the proxy's words
+    (the provider's go to the log: issue 30); a 4xx does not count against the target's
+    breaker, so the tests after this one still reach it."""
     p, _ = translated
     for stream in (False, True):
         with pytest.raises(openai.BadRequestError) as caught:
@@ -174,7 +175,7 @@ def test_an_anthropic_error_comes_back_as_an_openai_error(
             )
         body = caught.value.body
         assert isinstance(body, dict)
-        # the provider's own words and type, not litellm's wrapping of them
-        assert body["message"] == "temperature: must be a number between 0 and 1"
+        # the provider's type, not litellm's wrapping of it; the proxy's words
+        assert body["message"] == "claude answered 400"
         assert body["type"] == "invalid_request_error"
     assert client(p).chat.completions.create(model="m", messages=conversation("Still there?"))
