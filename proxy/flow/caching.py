@@ -284,13 +284,20 @@ class Answers:
                 async for chunk in chunks:
                     parts.append(chunk)
                     yield chunk
-            answer = assemble(parts) if head.stream else b"".join(parts)
-            if answer is not None:
-                unknown = head.stream and not orjson.loads(answer).get("usage")
-                insert = self.cache.insert(caching.keys, caching.rule, answer, miss.vector, unknown)
-                self._background(insert)
+            self._background(self._kept(caching, miss, parts, head.stream))
 
         return head, kept()
+
+    async def _kept(self, caching: Caching, miss: Miss, parts: list[bytes], stream: bool) -> None:
+        """Store a passed answer, a stream assembled first: in a worker thread (linear, but a
+        long answer's thousands of events are milliseconds), after the client has it all."""
+        if not stream:
+            await self.cache.insert(caching.keys, caching.rule, b"".join(parts), miss.vector)
+            return
+        assembled = await asyncio.to_thread(_assembled, parts)
+        if assembled is not None:
+            answer, unknown = assembled
+            await self.cache.insert(caching.keys, caching.rule, answer, miss.vector, unknown)
 
     def shared(
         self, caching: Caching, produce: Callable[[], Awaitable[Produced]]
@@ -377,3 +384,9 @@ class _Produced:
 async def _iterate(chunks: list[bytes]) -> AsyncIterator[bytes]:
     for chunk in chunks:
         yield chunk
+
+
+def _assembled(parts: list[bytes]) -> tuple[bytes, bool] | None:
+    """A stream's completion, and whether it lacks usage; None if it is not one to keep."""
+    answer = assemble(parts)
+    return None if answer is None else (answer, not orjson.loads(answer).get("usage"))

@@ -59,6 +59,8 @@ def assemble(chunks: list[bytes]) -> bytes | None:
 
 
 def _merge(into: dict[str, Any], choice: dict[str, Any]) -> bool:
+    """Add one chunk's choice to what its index holds so far: text as a list of pieces, joined
+    once at the end (adding strings up re-copied the whole answer at every chunk)."""
     delta = choice.get("delta")
     if isinstance(delta, dict):
         if delta.get("function_call"):
@@ -66,14 +68,12 @@ def _merge(into: dict[str, Any], choice: dict[str, Any]) -> bool:
         calls = delta.get("tool_calls") or []
         if not isinstance(calls, list) or not all(_merge_call(into, call) for call in calls):
             return False
-        into["content"] = into.get("content", "") + (delta.get("content") or "")
+        _gathered(into, "content").append(delta.get("content") or "")
         into["role"] = delta.get("role") or into.get("role", "assistant")
         if delta.get("reasoning_content"):
-            into["reasoning_content"] = (
-                into.get("reasoning_content", "") + delta["reasoning_content"]
-            )
+            _gathered(into, "reasoning_content").append(delta["reasoning_content"])
     else:
-        into["text"] = into.get("text", "") + (choice.get("text") or "")
+        _gathered(into, "text").append(choice.get("text") or "")
     if choice.get("finish_reason"):
         into["finish_reason"] = choice["finish_reason"]
     logprobs = choice.get("logprobs")
@@ -81,24 +81,38 @@ def _merge(into: dict[str, Any], choice: dict[str, Any]) -> bool:
         merged = into.setdefault("logprobs", {})
         for key, value in logprobs.items():
             if isinstance(value, list):  # token by token: added up
-                merged[key] = (merged.get(key) or []) + value
+                _gathered(merged, key).extend(value)
             else:
                 merged.setdefault(key, value)
     return True
+
+
+def _gathered(into: dict[str, Any], key: str) -> list[Any]:
+    """The list `into[key]` gathers pieces in (a value of another kind there is replaced)."""
+    pieces = into.get(key)
+    if not isinstance(pieces, list):
+        pieces = into[key] = []
+    return pieces
 
 
 def _merge_call(into: dict[str, Any], call: Any) -> bool:
     """A tool call's delta: its id, type and name come once, its arguments in pieces."""
     if not isinstance(call, dict) or not isinstance(call.get("function") or {}, dict):
         return False
-    blank = {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+    blank = {"id": "", "type": "function", "function": {"name": [], "arguments": []}}
     kept = into.setdefault("tool_calls", {}).setdefault(call.get("index", 0), blank)
     kept["id"] = call.get("id") or kept["id"]
     kept["type"] = call.get("type") or kept["type"]
     function = call.get("function") or {}
-    kept["function"]["name"] += function.get("name") or ""
-    kept["function"]["arguments"] += function.get("arguments") or ""
+    kept["function"]["name"].append(function.get("name") or "")
+    kept["function"]["arguments"].append(function.get("arguments") or "")
     return True
+
+
+def _call(kept: dict[str, Any]) -> dict[str, Any]:
+    function = kept["function"]
+    joined = {"name": "".join(function["name"]), "arguments": "".join(function["arguments"])}
+    return {**kept, "function": joined}
 
 
 def _completion(head: dict[str, Any], choices: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -107,16 +121,18 @@ def _completion(head: dict[str, Any], choices: dict[int, dict[str, Any]]) -> dic
     for index, parts in sorted(choices.items()):
         finish = parts.get("finish_reason")
         if chat:
-            message = {"role": parts.get("role", "assistant"), "content": parts.get("content", "")}
+            content = "".join(parts.get("content", ()))
+            message = {"role": parts.get("role", "assistant"), "content": content}
             if "reasoning_content" in parts:
-                message["reasoning_content"] = parts["reasoning_content"]
+                message["reasoning_content"] = "".join(parts["reasoning_content"])
             if "tool_calls" in parts:
                 calls = parts["tool_calls"]
-                message["tool_calls"] = [calls[i] for i in sorted(calls)]
+                message["tool_calls"] = [_call(calls[i]) for i in sorted(calls)]
                 message["content"] = message["content"] or None  # as engines say it
             choice = {"index": index, "message": message, "finish_reason": finish}
         else:
-            choice = {"index": index, "text": parts.get("text", ""), "finish_reason": finish}
+            text = "".join(parts.get("text", ()))
+            choice = {"index": index, "text": text, "finish_reason": finish}
         choice["logprobs"] = parts.get("logprobs")  # null when there are none, as engines say
         rendered.append(choice)
     completion = {

@@ -517,3 +517,29 @@ def test_fresh_then_replay() -> None:
     ids = {orjson.loads(c[6:])["id"] for c in chunks[:-1]}
     assert len(ids) == 1
     assert ids.pop().startswith("chatcmpl-")
+
+
+def test_a_long_answer_adds_up_piece_by_piece() -> None:
+    """Thousands of events, each a piece of the text, of its logprobs and of a tool call's
+    arguments: gathered in lists and joined once (adding strings up re-copied the whole answer at
+    every event: 64,000 events with logprobs took 16.6 s, now about 0.3 s, in a worker thread)."""
+    count = 20_000
+    logprob = {"token": "ab", "logprob": -0.5, "top_logprobs": []}
+    call = {"index": 0, "id": "c", "type": "function", "function": {"arguments": "{}"}}
+    events_ = [
+        chunk(
+            [
+                {
+                    "index": 0,
+                    "delta": {"content": "ab", "tool_calls": [call]},
+                    "logprobs": {"content": [logprob]},
+                }
+            ]
+        )
+        for _ in range(count)
+    ]
+    whole = assembled([*events_, DONE])
+    choice = whole["choices"][0]
+    assert choice["message"]["content"] == "ab" * count
+    assert choice["message"]["tool_calls"][0]["function"]["arguments"] == "{}" * count
+    assert choice["logprobs"]["content"] == [logprob] * count
