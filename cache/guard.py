@@ -137,13 +137,26 @@ def _named(key: str, other: Features) -> bool:
 def _check_quoted(a: Features, b: Features) -> str | None:
     if not a.quoted and not b.quoted:
         return None
-    mine = [f"'{q}'" for q in a.quoted if not _contains(b.text, q)]
-    theirs = [f"'{q}'" for q in b.quoted if not _contains(a.text, q)]
+    plain_a, plain_b = plain(a.text), plain(b.text)  # once, not once per quoted phrase
+    mine = [f"'{q}'" for q in a.quoted if not _contains(plain_b, q)]
+    theirs = [f"'{q}'" for q in b.quoted if not _contains(plain_a, q)]
     return _versus("quoted texts", mine, theirs) if mine or theirs else None
 
 
-def _contains(text: str, phrase: str) -> bool:
-    return re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", plain(text)) is not None
+def _contains(plain_text: str, phrase: str) -> bool:
+    """`phrase` as whole words in `plain_text` (found by str.find: no pattern compiled per
+    phrase, which cost ~0.1 ms each)."""
+    at = plain_text.find(phrase)
+    while at >= 0:
+        end = at + len(phrase)
+        if not _word_char(plain_text, at - 1) and not _word_char(plain_text, end):
+            return True
+        at = plain_text.find(phrase, at + 1)
+    return False
+
+
+def _word_char(text: str, at: int) -> bool:
+    return 0 <= at < len(text) and (text[at].isalnum() or text[at] == "_")
 
 
 def _check_arrows(a: Features, b: Features) -> str | None:

@@ -135,7 +135,9 @@ _TOKEN = re.compile(  # findall() tuples: (word, "(", ordinal, number, currency,
     r"|([.!?:;\n])"
     r"|(`)"
 )
-_QUOTED = re.compile(r"`([^`]+)`|\"([^\"]+)\"|“([^”]+)”|‘([^’]+)’|(?<!\w)'([^']+)'(?!\w)")
+# A curly quote's text stops at the next opening mark too: an unclosed "“" would otherwise be
+# scanned to the end of the text, for each one (quadratic in a text of opening marks).
+_QUOTED = re.compile(r"`([^`]+)`|\"([^\"]+)\"|“([^“”]+)”|‘([^‘’]+)’|(?<!\w)'([^']+)'(?!\w)")
 _QUOTE_MARKS = frozenset("`\"“‘'")
 _IDENTIFIER = re.compile(r"[a-z][A-Z]")  # camelCase; snake_case and dotted.names by "_" and "."
 _ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "etc", "e.g", "i.e"})
