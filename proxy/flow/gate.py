@@ -180,6 +180,16 @@ class Reservation:
             self._held = True
         return self
 
+    def renew(self) -> None:
+        """Held again before another try of the call, when an earlier try's charge settled it
+        (a stream that broke before its first chunk is charged, then retried): a retry is a
+        call too. Raises OverBudget when it may not start."""
+        tenant = self._tenant
+        if self._held or tenant is None or tenant.cloud_budget_usd is None:
+            return
+        self._gate._reserve(tenant, tenant.cloud_budget_usd, self._worst)
+        self._held = True
+
     def __exit__(self, *exc: object) -> None:
         self._give_back()
 

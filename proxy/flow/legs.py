@@ -216,6 +216,7 @@ class CloudLeg:
         request = cleared.request
         assert request is not None  # the chain opens only what was cleared
         assert held is not None  # and what hold() reserved
+        held.renew()  # a retry after a charged try reserves again
         cloud = self.policy.cloud(target.name)
         answer = await self._call(cloud, request, request_id, held)
         places = cleared.placeholders

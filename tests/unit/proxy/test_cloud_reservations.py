@@ -61,10 +61,11 @@ class PricedCloud(Cloud):
 
 @dataclass
 class Stream:
-    """A provider's stream that sends one event, then breaks."""
+    """A provider's stream that sends `events` events, then breaks."""
 
     stream: bool = True
     status: int = 200
+    events: int = 1
 
     def headers(self) -> list[tuple[bytes, bytes]]:
         return [(b"content-type", b"text/event-stream")]
@@ -73,7 +74,8 @@ class Stream:
         raise AssertionError("a stream is not read whole")
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        yield b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n'
+        for _ in range(self.events):
+            yield b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n'
         raise UpstreamUnavailable("mini: the stream broke")
 
     def close(self) -> None:
@@ -95,7 +97,7 @@ class Provider:
     ) -> Answer:
         step = self.steps[min(self.calls, len(self.steps) - 1)]
         self.calls += 1
-        if self.held is not None:
+        if self.held is not None and not isinstance(step, Stream):
             await self.held.wait()
         if isinstance(step, UpstreamError):
             raise step
@@ -108,8 +110,8 @@ class Provider:
         pass
 
 
-def priced(provider: Provider) -> Harness:
-    h = harness({"a": [chat_answer("local")]}, POLICY)
+def priced(provider: Provider, policy: str = POLICY) -> Harness:
+    h = harness({"a": [chat_answer("local")]}, policy)
     h.pipeline.runtime.cloud = PricedCloud()
     h.pipeline.runtime.upstream = provider
     return h
@@ -212,3 +214,17 @@ async def _send_then_leave(h: Harness, body: dict[str, Any], leave: asyncio.Even
     respond = PipelineResponse(h.pipeline, request, "req-1", ACME, h.pipeline.identify(ACME))
     await respond({"type": "http", "state": {}}, receive, sent.send)
     return sent
+
+
+async def test_a_retry_after_a_charged_try_reserves_again() -> None:
+    """A stream that broke before its first chunk is charged (its prompt) and retried: the retry
+    is a call too, held against the budget while it runs."""
+    answers = asyncio.Event()
+    provider = Provider([Stream(events=0), chat_answer("from mini")], held=answers)
+    h = priced(provider, POLICY.replace("attempts = 1", "attempts = 2\njitter = false"))
+    sending = asyncio.ensure_future(h.send(ask(stream=True), ACME))
+    await until(lambda: provider.calls == 2, "the retry reached the provider")
+    assert reserved(h).calls == 1  # held again for the retry
+    answers.set()
+    assert (await sending).status == 200
+    assert reserved(h) == Reserved()
