@@ -17,6 +17,7 @@ import orjson
 
 from proxy.flow.streaming import events
 from proxy.flow.whole import Whole
+from proxy.legs.sse import EventSplitter
 
 
 @dataclass(frozen=True)
@@ -55,13 +56,12 @@ async def _metered_body(chunks: AsyncIterator[bytes], used: Used) -> AsyncIterat
 async def _metered_stream(
     chunks: AsyncIterator[bytes], prompt_estimate: int, used: Used
 ) -> AsyncIterator[bytes]:
-    pending, pieces = b"", 0
+    splitter, pieces = EventSplitter(), 0
     reported_usage: Usage | None = None
     try:
         async with contextlib.aclosing(chunks):  # type: ignore[type-var]
             async for chunk in chunks:
-                pending += chunk
-                complete, _, pending = pending.rpartition(b"\n\n")
+                complete = splitter.feed(chunk)
                 if complete:  # whole events: counted without parsing, unless they hold usage
                     pieces += _pieces(complete)
                     if b'"usage"' in complete:

@@ -18,8 +18,10 @@ from typing import Any
 
 import orjson
 
+from proxy.errors import UpstreamUnreadable
 from proxy.legs.answer import Answer
 from proxy.legs.cloud_params import dropped_header
+from proxy.legs.sse import EventSplitter
 
 _USAGE = re.compile(rb'"usage"\s*:\s*\{')
 _EVENT_END = b"\n\n"
@@ -96,17 +98,18 @@ class WireAnswer:
         return body
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        held = b""  # an event still arriving
+        splitter = EventSplitter()  # an event still arriving is held until its end
         try:
             async for chunk in self.source.chunks():
-                held += chunk
-                end = held.rfind(_EVENT_END)
-                if end < 0:
-                    continue
-                whole, held = held[: end + 2], held[end + 2 :]
-                if out := self._passed(whole):
+                whole = splitter.feed(chunk)
+                if splitter.dropped:  # an event of megabytes: not an answer to relay
+                    raise UpstreamUnreadable(
+                        "the cloud target sent an event too long to relay",
+                        detail=f"over {splitter.limit} bytes",
+                    )
+                if whole and (out := self._passed(whole)):
                     yield out
-            if held:
+            if held := splitter.rest():
                 yield held
             self.bill.ended = True  # whole: usage that never came is billed at the most
         finally:
