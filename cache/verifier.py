@@ -71,7 +71,9 @@ class Verifies(Protocol):
 
 class OnnxVerifier:
     """The exported cross-encoder: "[CLS] a [SEP] b [SEP]" in one padded batch (padding is
-    masked out: a pair's score does not depend on its batch-mates)."""
+    masked out: a pair's score does not depend on its batch-mates). A pair longer than the
+    model reads (256 tokens together) scores 0: two questions that differ only past the cut
+    would read the same (512 characters of Chinese, or of punctuation, are 512 tokens)."""
 
     def __init__(self, session: Any, tokenizer: Any) -> None:
         self._session = session
@@ -80,9 +82,11 @@ class OnnxVerifier:
     def scores(self, pairs: Sequence[tuple[str, str]]) -> Scores:
         if not pairs:
             return np.empty(0, dtype=np.float32)
-        feed = padded(self._tokenizer.encode_batch(list(pairs)))
-        (probabilities,) = self._session.run(["paraphrase"], feed)
+        encodings = self._tokenizer.encode_batch(list(pairs))
+        (probabilities,) = self._session.run(["paraphrase"], padded(encodings))
         result: Scores = np.asarray(probabilities, dtype=np.float32).reshape(len(pairs))
+        cut = np.array([bool(encoding.overflowing) for encoding in encodings])
+        result[cut] = 0.0
         return result
 
 

@@ -210,3 +210,25 @@ def test_the_reader_thread_runs_below_the_rest_of_the_process() -> None:
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == os.getpriority(
         os.PRIO_PROCESS, 0
     )  # the caller's own priority untouched
+
+
+class _Agreeing:
+    """An ONNX session that agrees with every pair it is fed (the model's part is not at stake)."""
+
+    def run(self, outputs: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return [np.full((len(feed["input_ids"]), 1), 0.99, dtype=np.float32)]
+
+
+def test_a_pair_longer_than_the_model_reads_is_never_agreed_on() -> None:
+    """The pair is read in 256 tokens: two questions of 401 Chinese characters that differ only
+    in the last ("是" against "否", yes against no) were the same input after the cut."""
+    from cache.encoders import TOKENIZER_FILE, load_tokenizer, source_model
+    from cache.verifier import OnnxVerifier
+
+    tokenizer = load_tokenizer(next(source_model().rglob(TOKENIZER_FILE)))
+    verifier = OnnxVerifier(_Agreeing(), tokenizer)
+    long_pair = ("中" * 400 + "是", "中" * 400 + "否")
+    scores = verifier.scores(
+        [("How do I reset my password?", "How can I reset my password?"), long_pair]
+    )
+    assert scores.tolist() == pytest.approx([0.99, 0.0])
