@@ -134,12 +134,19 @@ class OnnxEncoder:
         return vectors
 
     def _batch(self, texts: Sequence[str]) -> Vectors:
-        feed = padded(self.tokenizer.encode_batch(list(texts)))
+        encodings = self.tokenizer.encode_batch(list(texts))
+        feed = padded(encodings)
         (hidden,) = self._session.run(["last_hidden_state"], feed)
-        return normalised(mean_pooled(hidden, feed["attention_mask"]))
+        vectors = normalised(mean_pooled(hidden, feed["attention_mask"]))
+        vectors[[bool(encoding.overflowing) for encoding in encodings]] = 0.0
+        return vectors
 
     def _one(self, text: str) -> Vectors:
+        """A text longer than the model reads (256 tokens) is the zero vector, similar to
+        nothing: two texts that differ only past the cut would embed the same."""
         encoding = self.tokenizer.encode(text)
+        if encoding.overflowing:
+            return np.zeros(self.dimension, dtype=np.float32)
         mask = np.array([encoding.attention_mask], dtype=np.int64)
         feed = {
             "input_ids": np.array([encoding.ids], dtype=np.int64),
