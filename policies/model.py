@@ -42,6 +42,10 @@ class Server:
     # Connections and requests at once, beyond which uvicorn answers 503 (behind nginx, keep
     # nginx's worker_connections at or under this)
     max_connections: int = 4096
+    # A request's line and headers, in bytes and in fields; a larger head gets 431 (nginx
+    # takes 32 KiB, Node 16 KiB, Go 1 MiB)
+    max_head_bytes: int = 64 * 1024
+    max_headers: int = 256
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,8 @@ SERVER = {
     "header_timeout_s": Spec(NUMBER, SECONDS, 10.0, _positive),
     "body_timeout_s": Spec(NUMBER, SECONDS, 30.0, _positive),
     "max_connections": Spec(int, "an integer", 4096, _positive),
+    "max_head_bytes": Spec(int, "an integer", 64 * 1024, _positive),
+    "max_headers": Spec(int, "an integer", 256, _positive),
 }
 TIMEOUTS = {
     name: Spec(NUMBER, SECONDS, default, _positive)

@@ -88,6 +88,8 @@ def _serve(path: Path, args: argparse.Namespace, demo: bool) -> int:
         max_connections=policy.server.max_connections,
         header_timeout_s=policy.server.header_timeout_s,
         body_timeout_s=policy.server.body_timeout_s,
+        max_head_bytes=policy.server.max_head_bytes,
+        max_headers=policy.server.max_headers,
     )
     # Until the app installs its SIGHUP handler (a reload), a SIGHUP must not end the process.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)

@@ -16,7 +16,7 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from proxy.http.connection import Facts
-from proxy.http.head_deadline import with_head_deadline
+from proxy.http.head_deadline import with_head_limits
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -38,18 +38,23 @@ class Server:
         max_connections: int | None = None,
         header_timeout_s: float | None = None,
         body_timeout_s: float = 30.0,
+        max_head_bytes: int = 64 * 1024,
+        max_headers: int = 256,
         facts: bool = True,
     ) -> None:
         """`max_connections`: connections and requests at once, beyond which uvicorn answers
         503 at once (None: no limit). `header_timeout_s`: how long a request's head may take to
-        arrive (None: for ever, as plain uvicorn); `body_timeout_s`: how long after its head a body
-        answered early is still read and dropped (not reset under the client's upload).
+        arrive (None: for ever, and no limit on its size, as plain uvicorn); `body_timeout_s`: how
+        long after its head a body answered early is still read and dropped (not reset under the
+        client's upload); `max_head_bytes`, `max_headers`: a larger head gets a 431.
         `facts`: tell the app what proxy/http/connection.py says (else plain uvicorn)."""
         self.sock = bind(host, port)
         self.host, self.port = self.sock.getsockname()[:2]
         protocol: type[Facts] | str = Facts if facts else "httptools"
         if header_timeout_s:
-            protocol = with_head_deadline(header_timeout_s, body_timeout_s)
+            protocol = with_head_limits(
+                header_timeout_s, body_timeout_s, max_head_bytes, max_headers
+            )
         config = uvicorn.Config(
             app,
             loop="uvloop",

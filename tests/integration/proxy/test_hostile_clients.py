@@ -295,6 +295,64 @@ def _wait_for(condition: Callable[[], bool]) -> None:
         time.sleep(0.05)
 
 
+# --- heads ----------------------------------------------------------------------------------
+
+HEAD_START = (
+    b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+    b"content-length: 2\r\n"
+)
+OVERSIZED_HEADS = {
+    # joined quadratically, it held the loop for over a minute, and a 401 came after
+    "256,000 repeats of one header": HEAD_START + b"x-repeat: abcdefg\r\n" * 256_000,
+    "64 MB of distinct headers": HEAD_START
+    + b"".join(b"x-h%07d: %s\r\n" % (n, b"v" * 48) for n in range(1_000_000)),
+    "one 64 MB header value": HEAD_START + b"x-big: " + b"v" * (64 << 20) + b"\r\n",
+}
+
+
+@pytest.fixture(scope="module")
+def keyed() -> Iterator[Process]:
+    """A proxy that needs a key of every caller. The head's deadline is long: the test's client
+    sends its whole head before it reads, which the proxy drops until then."""
+    extra = "header_timeout_s = 60\n[auth]\nrequire_keys = true"
+    with sim(*FAST_ENGINE, "--model", "sim-model") as engine, proxy(config(engine.url, extra)) as p:
+        yield p
+
+
+@pytest.mark.parametrize("name", OVERSIZED_HEADS)
+def test_a_head_over_the_limits_is_a_431_before_any_key(keyed: Process, name: str) -> None:
+    before = rss_kib(keyed.popen.pid)
+    host, port = keyed.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as conn:
+        conn.sendall(OVERSIZED_HEADS[name] + b"\r\n{}")
+        answer = b""
+        while more := conn.recv(65536):  # the proxy closes after its answer
+            answer += more
+    head, body = answer.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 431"), head
+    error = httpx.Response(431, content=body)
+    assert openai_error(error)["code"] == "request_header_fields_too_large"
+    assert httpx.get(keyed.url + "/healthz", timeout=30).status_code == 200
+    assert rss_kib(keyed.popen.pid) - before < 16 * 1024  # no head was kept
+
+
+def test_heads_within_the_limits_are_served_however_they_arrive(keyed: Process) -> None:
+    """256 fields in 60 KB of head; then 100 requests of 1 KB heads pipelined in one write
+    (100 KB: more than a head may take, but no head is)."""
+    host, port = keyed.url.removeprefix("http://").split(":")
+    fields = b"".join(b"x-%d: v\r\n" % n for n in range(254)) + b"x-big: " + b"b" * 60_000
+    full = b"GET /healthz HTTP/1.1\r\nhost: x\r\n" + fields + b"\r\n\r\n"
+    one = b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-pad: " + b"p" * 1000 + b"\r\n\r\n"
+    with socket.create_connection((host, int(port)), timeout=60) as conn:
+        conn.sendall(full + one * 100)
+        answers = b""
+        while answers.count(b"HTTP/1.1 200") < 101:  # the test's timeout is the backstop
+            more = conn.recv(65536)
+            assert more, "closed before every answer came"
+            answers += more
+    assert b"HTTP/1.1 431" not in answers
+
+
 # --- no cross-tenant signals ----------------------------------------------------------------
 
 SYSTEM = "You are the payroll desk; salaries are confidential. " * 60

@@ -5,10 +5,13 @@ Real processes: a simulator behind the proxy, a raw socket as the client."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import select
 import socket
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -39,11 +42,11 @@ def connect(p: Process) -> socket.socket:
     return socket.create_connection((host, int(port)), timeout=60)
 
 
-def upload_head(conn: socket.socket) -> None:
+def upload_head(conn: socket.socket, extra: bytes = b"") -> None:
     conn.sendall(
         b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
-        b"content-type: application/json\r\n"
-        b"content-length: %d\r\n\r\n" % DECLARED
+        b"content-type: application/json\r\n%s"
+        b"content-length: %d\r\n\r\n" % (extra, DECLARED)
     )
     conn.sendall(b"x" * LIMIT)
 
@@ -106,3 +109,39 @@ def test_a_body_that_never_ends_is_dropped_at_its_deadline(engine: Process) -> N
                 closed = conn.recv(65536) == b""
             except ConnectionResetError:
                 closed = True
+
+
+def test_a_client_that_asks_to_close_gets_its_413_not_a_broken_pipe(engine: Process) -> None:
+    """Python's urllib sends `Connection: close` and its whole body before it reads: the
+    proxy's answer must wait in its socket while the upload goes on."""
+    with proxy(config(engine.url, body_timeout_s=120)) as p:
+        request = urllib.request.Request(
+            p.url + "/v1/chat/completions",
+            data=b"x" * DECLARED,
+            headers={"content-type": "application/json"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=60)
+        assert refused.value.code == 413
+        assert json.loads(refused.value.read())["error"]["code"] == "request_too_large"
+
+
+def test_a_connection_asked_to_close_closes_once_its_body_is_drained(engine: Process) -> None:
+    with proxy(config(engine.url, body_timeout_s=120)) as p, connect(p) as conn:
+        upload_head(conn, b"connection: close\r\n")
+        answered(conn)
+        remaining = DECLARED - LIMIT - 1024
+        chunk = b"x" * (1 << 20)
+        while remaining:
+            conn.sendall(chunk[:remaining])
+            remaining -= min(remaining, len(chunk))
+        # The body's end, and a request the proxy must not serve: it was asked to close
+        conn.sendall(b"x" * 1024 + b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        head, _ = read_response(conn)
+        assert head.startswith(b"HTTP/1.1 413")
+        assert b"connection: close" in head.lower()
+        rest = b""
+        with contextlib.suppress(ConnectionResetError):  # (the request, if read apart, unread)
+            while more := conn.recv(65536):  # until the proxy closes; pytest's timeout is the
+                rest += more  # backstop
+        assert rest == b""
