@@ -4,6 +4,11 @@ With `require_keys`, every request shows a key of a declared tenant. Without, a 
 its tenant by header (or none), except a tenant that has keys, which must show one of them: a
 header alone must not let anyone spend another team's limits or read its cache. A key that is
 not ours is ignored when keys are optional: SDKs send one whether or not the server wants it.
+
+The admin endpoints take an admin key when any is declared. With none they are open only where
+no caller needs a key at all: a proxy that requires keys of its tenants and declares no admin
+key keeps them closed (every request gets 401), never open to anyone (`admin_warning` says so
+at start).
 """
 
 from __future__ import annotations
@@ -32,16 +37,31 @@ class WrongTenant(Exception):
 class KeyRing:
     tenants: dict[str, str]  # key digest -> tenant name
     admins: frozenset[str]
+    admin_open: bool = False  # no admin key asked: none is declared, and no key is required
 
     @classmethod
     def of(cls, policy: Policy) -> KeyRing:
         owners = {key: tenant.name for tenant in policy.tenants for key in tenant.api_keys}
-        return cls(owners, frozenset(policy.auth.admin_keys))
+        admins = frozenset(policy.auth.admin_keys)
+        return cls(owners, admins, admin_open=not admins and not policy.auth.require_keys)
 
     def is_admin(self, authorization: str | None) -> bool:
-        """True when no admin key is configured, or the request shows one."""
+        """True when the admin endpoints are open, or the request shows an admin key."""
+        if self.admin_open:
+            return True
         token = bearer(authorization)
-        return not self.admins or (token is not None and digest(token) in self.admins)
+        return token is not None and digest(token) in self.admins
+
+
+def admin_warning(policy: Policy) -> str | None:
+    """What to tell the operator at start when the admin endpoints answer no one."""
+    if not policy.auth.require_keys or policy.auth.admin_keys:
+        return None
+    return (
+        "[auth] require_keys = true and no admin_keys: /admin/status, /admin/traffic, "
+        "/admin/reload and /admin/explain answer 401 to everyone. To use them, declare a key: "
+        'admin_keys = ["env:OVERSPILL_ADMIN_KEY"] (or "sha256:<hex>")'
+    )
 
 
 def identify(policy: Policy, ring: KeyRing, authorization: str | None, named: str) -> Identity:

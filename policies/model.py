@@ -344,7 +344,8 @@ class Auth:
     all); a tenant that has keys must still show one of them."""
 
     require_keys: bool = False
-    admin_keys: tuple[str, ...] = ()  # SHA-256 digests; none: the admin endpoints are open
+    # SHA-256 digests; none: the admin endpoints are open, or closed to all with require_keys
+    admin_keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

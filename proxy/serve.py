@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from policies.identity import admin_warning
 from policies.loader import PolicyError, load_policy
 from policies.model import Policy
 from proxy import extras
@@ -77,6 +78,9 @@ def _serve(path: Path, args: argparse.Namespace, demo: bool) -> int:
     if refused:
         print(f"overspill: {refused}", file=sys.stderr)
         return 2
+    closed = admin_warning(policy)
+    if closed:
+        print(f"overspill: warning: {closed}", file=sys.stderr)
     level = args.log_level or policy.server.log_level
     logging.basicConfig(level=level.upper(), format="%(message)s", stream=sys.stderr)
     one_blas_thread()

@@ -353,6 +353,28 @@ def test_heads_within_the_limits_are_served_however_they_arrive(keyed: Process) 
     assert b"HTTP/1.1 431" not in answers
 
 
+# --- admin ----------------------------------------------------------------------------------
+
+
+def test_with_required_keys_and_no_admin_key_the_admin_endpoints_are_closed(
+    keyed: Process,
+) -> None:
+    """Keys required of every caller, none declared for admins: the admin endpoints answer no
+    one (they were open to anyone), and the proxy said so at start."""
+    for method, path in [
+        ("GET", "/admin/status"),
+        ("GET", "/admin/traffic"),
+        ("POST", "/admin/reload"),
+    ]:
+        for authorization in ({}, {"authorization": "Bearer sk-anything"}):
+            response = httpx.request(method, keyed.url + path, headers=authorization, timeout=30)
+            assert response.status_code == 401, path
+            assert openai_error(response)["type"] == "authentication_error"
+    said = "".join(keyed.output)
+    assert "require_keys = true and no admin_keys" in said
+    assert 'admin_keys = ["env:OVERSPILL_ADMIN_KEY"]' in said
+
+
 # --- no cross-tenant signals ----------------------------------------------------------------
 
 SYSTEM = "You are the payroll desk; salaries are confidential. " * 60
