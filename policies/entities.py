@@ -14,25 +14,36 @@ tell Marie Curie from a customer, and a privacy rule errs toward keeping a reque
 
 from __future__ import annotations
 
+import re
 import string
+from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import re2  # type: ignore[import-untyped]
-
 from policies.medical import names_someone, terms
 from policies.payload import Payload
+from policies.pii import SCAN_LIMIT_CHARS
 from policies.re2text import to_bytes
 
 # Detectors whose findings come from a named-entity model: run only on text that leaves.
 ENTITY_DETECTORS = ("person", "medical")
-# Text a recogniser reads for one request, at most; past it, the detectors count as fired
-# (fail closed): a model reads about 100,000 characters a second on one core here.
+# Text the entity detectors read for one request, at most (the recogniser's texts, and every
+# text when medical terms are looked for); past it, they count as fired (fail closed): a model
+# reads about 100,000 characters a second on one core here.
 ENTITY_LIMIT_CHARS = 100_000
 
-_TITLE = re2.compile(
-    r"(?i)(?:^|[^a-z])(mr|mrs|ms|miss|mx|dr|prof|sir|dame|herr|frau|mme|mlle|sr|sra|srta)\.? *$"
+# These run per span of the model's (the spaces once per text), on fixed literals or a window
+# of a few characters: nothing for a backtracking engine to go wrong on, and a call to the re
+# module costs a tenth of the RE2 wrapper's on a str (which encodes it, and counts offsets back).
+# A title just before a surname (the spaces after it are skipped first, see _Titles).
+_TITLE = re.compile(
+    r"(?i)(?:^|[^a-z])(mr|mrs|ms|miss|mx|dr|prof|sir|dame|herr|frau|mme|mlle|sr|sra|srta)\.?\Z"
 )
+# Longer than any title with its full stop and the character before it, so a `^` match in a
+# window cut from inside the text is impossible (only the text's own start is one).
+_TITLE_WINDOW = 8
+_SPACES = re.compile(" +")
+_NAME_ENDS = re.compile(r"\n| - | – |,|;|\(")
 
 
 @dataclass(frozen=True)
@@ -61,8 +72,21 @@ def unchecked(enabled: Collection[str], why: str) -> Found:
 
 def read_by_model(payload: Payload) -> list[int]:
     """Which of the payload's texts the recogniser reads: those of more than one word (a name
-    is at least two, or a title and one)."""
-    return [i for i, text in enumerate(payload.texts) if any(c.isspace() for c in text.strip())]
+    is at least two, or a title and one). str.split finds the second word in C."""
+    return [i for i, text in enumerate(payload.texts) if len(text.split(None, 1)) > 1]
+
+
+def to_read(payload: Payload, enabled: Collection[str]) -> list[int] | None:
+    """The texts the recogniser reads, or None when what the entity detectors would read in
+    all runs past ENTITY_LIMIT_CHARS: the recogniser's texts, and every text when medical
+    terms are looked for (found() reads each one for them, single words included)."""
+    if sum(map(len, payload.texts)) > SCAN_LIMIT_CHARS:
+        return None  # past the payload's cap: the texts after it are not in it to be read
+    indexes = read_by_model(payload)
+    texts = payload.texts if "medical" in enabled else [payload.texts[i] for i in indexes]
+    if sum(map(len, texts)) > ENTITY_LIMIT_CHARS:
+        return None
+    return indexes
 
 
 def found(
@@ -72,13 +96,11 @@ def found(
 ) -> Found:
     """The entity detectors' findings, given the recogniser's spans for the texts it read
     (`people`: text index -> spans)."""
-    values: dict[str, list[str]] = {}
+    values: dict[str, dict[str, None]] = {}  # a dict per detector: distinct, first seen first
     where: dict[str, str] = {}
 
     def note(name: str, index: int, value: str) -> None:
-        values.setdefault(name, [])
-        if value not in values[name]:
-            values[name].append(value)
+        values.setdefault(name, {})[value] = None
         where.setdefault(name, payload.paths[index])
 
     for index, text_spans in sorted(people.items()):
@@ -109,6 +131,7 @@ def full_names(text: str, spans: Sequence[tuple[int, int]]) -> list[str]:
     "van" may join them), or one after a title. A span is cut at a line break or a dash, and
     ends at its first word that is no name word ("Lina Haddad - passport" is "Lina Haddad")."""
     names = []
+    titled = _Titles(text)
     for start, end in spans:
         words = _name_words(text[start:end])
         capitalised = sum(1 for word in words if word[0].isupper())
@@ -116,13 +139,36 @@ def full_names(text: str, spans: Sequence[tuple[int, int]]) -> list[str]:
             continue  # "KYC", "XXXX": an acronym or a mask, not a name
         if any(word.lower().rstrip(".") in _COMPANY_WORDS for word in words):
             continue
-        if capitalised >= 2 or (capitalised == 1 and _TITLE.search(text[:start])):
+        if capitalised >= 2 or (capitalised == 1 and titled.before(start)):
             names.append(" ".join(words))
     return names
 
 
+class _Titles:
+    """Whether a title ends just before an offset of `text` ("Mrs. " before "Okonjo"): the
+    spaces before it skipped, then a few characters read. Each span costs the same however
+    long the text is (searching all the text before each span was quadratic in spans)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._runs: tuple[list[int], list[int]] | None = None  # runs of spaces: starts, ends
+
+    def before(self, start: int) -> bool:
+        stop = self._unspaced(start)
+        return _TITLE.search(self.text[max(0, stop - _TITLE_WINDOW) : stop]) is not None
+
+    def _unspaced(self, start: int) -> int:
+        """Where the spaces that end at `start` begin (`start` when there are none)."""
+        if self._runs is None:  # found once per text, when a span first needs them
+            runs = [match.span() for match in _SPACES.finditer(self.text)]
+            self._runs = [a for a, _ in runs], [b for _, b in runs]
+        starts, ends = self._runs
+        last = bisect_left(starts, start) - 1  # the last run that begins before `start`
+        return starts[last] if last >= 0 and ends[last] >= start else start
+
+
 def _name_words(span: str) -> list[str]:
-    first_line = re2.split(r"\n| - | – |,|;|\(", span.strip())[0]
+    first_line = _NAME_ENDS.split(span.strip(), maxsplit=1)[0]
     words = []
     for word in first_line.split():
         word = word.strip(_PUNCTUATION)

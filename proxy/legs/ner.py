@@ -4,9 +4,11 @@ counts).
 
 Loaded once (importing spaCy and Presidio takes seconds): at start when the policy needs it, off
 the event loop. It runs in one thread of its own, one request's texts at a time (spaCy makes no
-promise for concurrent calls on one pipeline), and never on the event loop. A request that waits
-past the policy's scan timeout, a model that fails, or an install without the extra: the
-detectors count as fired (fail closed), the request stays local.
+promise for concurrent calls on one pipeline), and never on the event loop; so do the rules on
+its spans and the medical terms' scan (policies/entities.py), which read up to 100,000
+characters. A request that reads more, that waits past the policy's scan timeout, a model that
+fails, or an install without the extra: the detectors count as fired (fail closed), the request
+stays local.
 
 Only the parts of the pipeline that names need run (the model's own token vectors and its entity
 recogniser: no tagger, parser or lemmatizer), and texts of one request go through as one batch:
@@ -22,14 +24,7 @@ from collections.abc import Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from policies.entities import (
-    ENTITY_LIMIT_CHARS,
-    Found,
-    found,
-    model_text,
-    read_by_model,
-    unchecked,
-)
+from policies.entities import ENTITY_LIMIT_CHARS, Found, found, model_text, to_read, unchecked
 from policies.payload import Payload
 
 log = logging.getLogger("overspill")
@@ -92,17 +87,11 @@ class Ner:
         return [[(hit.start, hit.end) for hit in hits] for hits in results]
 
     async def screen(self, payload: Payload, enabled: Collection[str], timeout_s: float) -> Found:
-        """The entity detectors' findings on the texts that would leave; fail closed."""
-        indexes = read_by_model(payload)
-        texts = [payload.texts[i] for i in indexes]
-        if sum(len(text) for text in texts) > ENTITY_LIMIT_CHARS:
-            return unchecked(enabled, f"text beyond the names model's limit ({ENTITY_LIMIT_CHARS})")
-        if not texts:
-            return found(payload, enabled, {})
-        self.load()
-        job = asyncio.wrap_future(self._thread.submit(self.people, texts))
+        """The entity detectors' findings on the texts that would leave, worked out in the
+        model's thread; fail closed."""
+        job = asyncio.wrap_future(self._thread.submit(self.findings, payload, enabled))
         try:
-            spans = await asyncio.wait_for(job, timeout_s)
+            return await asyncio.wait_for(job, timeout_s)
         except TimeoutError:
             return unchecked(enabled, "not checked in time")
         except ImportError:
@@ -110,6 +99,14 @@ class Ner:
         except Exception:
             log.exception("the names model failed: counted as a detection")
             return unchecked(enabled, "the names model failed")
+
+    def findings(self, payload: Payload, enabled: Collection[str]) -> Found:
+        """Blocking (in the model's thread): the model on the texts it reads, if any (a request
+        of single words never loads it), and the rules on its spans."""
+        indexes = to_read(payload, enabled)
+        if indexes is None:
+            return unchecked(enabled, f"text beyond the names model's limit ({ENTITY_LIMIT_CHARS})")
+        spans = self.people([payload.texts[i] for i in indexes]) if indexes else []
         return found(payload, enabled, dict(zip(indexes, spans, strict=True)))
 
     def close(self) -> None:
