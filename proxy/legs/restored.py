@@ -1,10 +1,16 @@
 """A cloud answer to a redacted request, with its placeholders restored before the client sees
 it (the Answer protocol): a whole answer's messages and tool-call arguments, or a stream event
 by event, each choice's text passing as it comes but for a tail that may be a placeholder split
-across two events (policies/redaction.py: Unmasker)."""
+across two events (policies/redaction.py: Unmasker).
+
+A stream's events are cut out of its chunks in linear time (proxy/legs/sse.py), and an event may
+be at most MAX_EVENT_BYTES, a quarter of what a relay holds: each is parsed and restored on the
+event loop, and a provider's events are a few tokens each. A larger one ends the stream as an
+upstream error."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,9 +18,12 @@ from typing import Any
 import orjson
 
 from policies.redaction import Placeholders, Unmasker
+from proxy.errors import UpstreamUnreadable
 from proxy.legs.answer import Answer
+from proxy.legs.sse import EVENT_END, EventSplitter
 
 _DONE = b"[DONE]"
+MAX_EVENT_BYTES = 1024 * 1024
 
 
 @dataclass
@@ -52,14 +61,17 @@ class RestoredAnswer:
         if not self.stream:
             yield await self.read()
             return
-        pending = b""
-        async for chunk in self.inner.chunks():
-            pending += chunk
-            *events, pending = pending.split(b"\n\n")
-            for event in events:
-                yield self._event(event) + b"\n\n"
-        if pending:
-            yield self._event(pending)
+        splitter = EventSplitter(MAX_EVENT_BYTES)
+        # closed at once when an event is too large: the cloud's stream ends (and is billed)
+        async with contextlib.aclosing(self.inner.chunks()) as chunks:  # type: ignore[type-var]
+            async for chunk in chunks:
+                if whole := splitter.feed(chunk):
+                    for event in whole[: -len(EVENT_END)].split(EVENT_END):
+                        yield self._event(_bounded(event)) + EVENT_END
+                if splitter.dropped:  # held past the bound, and let go
+                    raise _too_long()
+        if rest := splitter.rest():
+            yield self._event(_bounded(rest))
 
     def close(self) -> None:
         self.inner.close()
@@ -133,3 +145,17 @@ def _give_back(delta: dict[str, Any], label: str, rest: str) -> None:
     call_index = int(label.removeprefix("tool_calls[").removesuffix("]"))
     calls = delta.setdefault("tool_calls", [])
     calls.append({"index": call_index, "function": {"arguments": rest}})
+
+
+def _bounded(event: bytes) -> bytes:
+    """`event`, unless it is too long (it came whole in one chunk: the splitter never held it)."""
+    if len(event) > MAX_EVENT_BYTES:
+        raise _too_long()
+    return event
+
+
+def _too_long() -> UpstreamUnreadable:
+    return UpstreamUnreadable(
+        "the cloud target sent a stream event too long to restore",
+        detail=f"over {MAX_EVENT_BYTES} bytes",
+    )
