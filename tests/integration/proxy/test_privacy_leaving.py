@@ -236,3 +236,46 @@ def test_a_redacted_stream_is_restored_though_placeholders_arrive_in_pieces(
     assert "jane.doe" not in left
     assert "4111" not in left
     assert "Okonkwo" not in left
+
+
+def test_text_past_what_the_names_model_reads_stays_local_single_words_included(
+    stack: Leaving,
+) -> None:
+    """Medical terms are looked for in every text, one long word included: 117,000
+    characters of doses are past the 100,000 the entity detectors read, and count as found
+    (never read on the event loop, as they were, in seconds)."""
+    before = len(stack.received())
+    doses = ",".join(f"{i}mg" for i in range(16_000))
+    body = {"model": "m", "messages": [{"role": "user", "content": doses}]}
+    refused = httpx.post(stack.proxy.url + "/v1/chat/completions", json=body, timeout=60)
+    assert refused.status_code == 503
+    assert refused.headers["x-overspill-privacy"] == "restricted"
+    assert "medical: text beyond the names model's limit" in refused.text
+    assert len(stack.received()) == before
+
+
+def test_what_the_names_model_did_not_read_never_leaves_with_its_names(
+    redacting: Leaving,
+) -> None:
+    """Past the names model's limit its names are not known, so none could be redacted: the
+    request may not leave at a level that sends it only redacted."""
+    before = len(redacting.received())
+    long = PERSONAL + " And some more words to read." * 4000  # ~120,000 characters
+    body = {"model": "m", "messages": [{"role": "user", "content": long}]}
+    refused = httpx.post(redacting.proxy.url + "/v1/chat/completions", json=body, timeout=60)
+    assert refused.status_code == 503
+    assert "leaves only redacted: person: text beyond the names model's limit" in refused.text
+    assert len(redacting.received()) == before
+
+
+def test_a_long_request_leaves_redacted_and_comes_back_whole(redacting: Leaving) -> None:
+    """60 KB: normalised and redacted off the event loop, read by the names model whole."""
+    long = " ".join([PERSONAL] + ["The rest of the letter says nothing of anyone."] * 1200)
+    answer = sdk(redacting.proxy.url, []).chat.completions.with_raw_response.create(
+        model="m", messages=[{"role": "user", "content": long}]
+    )
+    assert answer.headers["x-overspill-route"] == "cloud/mini"
+    assert answer.parse().choices[0].message.content == long
+    left = redacting.received()[-1]["body"]["messages"][0]["content"]
+    assert left.startswith("Please send the contract to <PERSON_1> at <EMAIL_1> or call")
+    assert "Okonkwo" not in left
