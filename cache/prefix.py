@@ -22,21 +22,26 @@ from typing import Any
 import orjson
 
 
-def render(endpoint: str, body: Mapping[str, Any]) -> str:
+def render(endpoint: str, body: Mapping[str, Any], chars: int | None = None) -> str:
     """The prompt as an engine would see it, in order: tools, then every message (role and
     content), or a completion's prompt. Not the exact chat template, but the same order, so
-    requests that share a prefix share it here too."""
+    requests that share a prefix share it here too. `chars`: only the first that many are
+    wanted (messages past them are not rendered; the result may run a little longer)."""
     if endpoint == "completions":
         prompt = body.get("prompt")
         return prompt if isinstance(prompt, str) else orjson.dumps(prompt).decode()
     parts = []
     if body.get("tools"):
         parts.append(orjson.dumps(body["tools"]).decode())
+    size = len(parts[0]) if parts else 0
     for message in body.get("messages") or []:
+        if chars is not None and size > chars:
+            break
         if isinstance(message, dict):
             content = message.get("content")
             text = content if isinstance(content, str) else orjson.dumps(content).decode()
             parts.append(f"<|{message.get('role')}|>{text}")
+            size += len(parts[-1]) + 1
     return "\n".join(parts)
 
 

@@ -11,6 +11,11 @@ and other compatibility forms become their plain characters), format characters 
 (zero-width spaces and joiners, soft hyphens, bidirectional marks: invisible, and able to break
 a pattern in two), and decimal digits of every script folded to ASCII.
 
+Text is read up to the scan's cap (policies/pii.py SCAN_LIMIT_CHARS, counted after normalising):
+once the texts pass it, the rest is not normalised or kept (what lies past the cap counts as
+found anyway), and a long text is normalised a piece at a time, so a body of characters that
+NFKC expands 18-fold is never expanded whole first, and no call holds a thread long.
+
 Media parts (images, audio, files) are not text: their data is never fed to text detectors (a
 base64 image is a long run of letters and digits in which patterns find IBANs, and scanning
 megabytes of it costs a second of CPU). They are counted instead, for the policy's own rule on
@@ -19,11 +24,15 @@ requests that carry media.
 
 from __future__ import annotations
 
+import threading
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from itertools import islice
+from typing import Any, TypeVar
+
+from policies.pii import SCAN_LIMIT_CHARS, Abandoned
 
 # Content parts that carry media: their data is skipped, their presence is noted.
 MEDIA_PART_TYPES = frozenset(
@@ -35,6 +44,15 @@ _BASE64_MARK = ";base64,"
 MEDIA_DATA_FIELDS = ("data", "file_data")
 _DATA_FIELDS = tuple(f".{name}" for name in MEDIA_DATA_FIELDS)
 _NAME = " (field name)"  # a field name's path: the field's path and this
+# A long text is normalised this many characters at a time: NFKC holds the GIL for the whole of
+# a call (a worker thread's call stalls the event loop as long), and U+FDFA grows 18-fold, at
+# about 2 microseconds a character here.
+_PIECE = 512
+# The characters before a cut that may compose into the letter a character after it would join
+# (a Hangul syllable of three jamo, a letter and its marks): Unicode composes no more deeply.
+_JOINED = 8
+_STOP_EVERY = 4096  # strings walked between looks at whether the caller gave up
+_T = TypeVar("_T")
 
 
 class _Fold(dict[int, str | None]):
@@ -56,16 +74,57 @@ class _Fold(dict[int, str | None]):
 _FOLD = _Fold()
 
 
-def normalized(text: str) -> str:
-    """`text` as the detectors read it. ASCII text is returned as it is (nothing to do)."""
+def normalized(text: str, limit: int | None = None) -> str:
+    """`text` as the detectors read it. ASCII text is returned as it is (nothing to do). A long
+    text is normalised a piece at a time, each cut where NFKC treats both sides apart, so the
+    result is the same as the whole text's; with `limit`, only until it is longer than `limit`
+    characters (past a scan's cap, text counts as found and need not be read)."""
     if text.isascii():
         return text
+    if len(text) <= _PIECE:
+        return _normal(text)
+    forms: list[str] = []
+    size = start = 0
+    while start < len(text) and (limit is None or size <= limit):
+        end = _cut(text, start, start + _PIECE)
+        forms.append(form := _normal(text[start:end]))
+        size += len(form)
+        start = end
+    return "".join(forms)
+
+
+def _normal(text: str) -> str:
     return unicodedata.normalize("NFKC", text).translate(_FOLD)
+
+
+def _cut(text: str, start: int, end: int) -> int:
+    """Where to end the piece of `text` from `start`, at `end` or a little before: before a
+    character NFKC joins to nothing before it. Among 64 characters there is one but in
+    contrived text (a run of combining marks); then the piece ends at `end` all the same."""
+    if end >= len(text):
+        return len(text)
+    for at in range(end, max(start + 1, end - 64), -1):
+        if _apart(text[max(start, at - _JOINED) : at], text[at]):
+            return at
+    return end
+
+
+def _apart(before: str, char: str) -> bool:
+    """NFKC treats `before` and what follows from `char` on apart: `char` decomposes to a
+    starter (no mark is reordered across it, and none after it joins a letter before it), and
+    it joins nothing in `before` (a Hangul vowel or final, a few vowel signs: onto the letter
+    the characters before it compose to)."""
+    if char.isascii():
+        return True
+    if unicodedata.combining(unicodedata.normalize("NFKD", char)[:1]):
+        return False
+    nfkc = unicodedata.normalize
+    return nfkc("NFKC", before + char) == nfkc("NFKC", before) + nfkc("NFKC", char)
 
 
 @dataclass(frozen=True)
 class Payload:
-    texts: tuple[str, ...]  # normalised
+    texts: tuple[str, ...]  # normalised; past the cap no more (then over it in all)
     carries_media: bool  # media data (base64 fields, data URLs), not read
     read: dict[str, Any] = field(repr=False, compare=False)  # the body as read (no model)
 
@@ -75,6 +134,22 @@ class Payload:
         reason must name a place: most requests never need one, and paths cost a string each."""
         return tuple(path for path, _, is_media in _walk(self.read, True) if not is_media)
 
+    def paths_of(
+        self, indexes: Collection[int], stop: threading.Event | None = None
+    ) -> dict[int, str]:
+        """The paths of the texts at `indexes`, found in one walk that ends at the last of them
+        (to name where a detector fired, not a path per string of the body)."""
+        if not indexes:
+            return {}
+        if "paths" in self.__dict__:  # already found, all of them
+            return {index: self.paths[index] for index in indexes}
+        texts = (path for path, _, is_media in _walk(self.read, True) if not is_media)
+        return {
+            index: path
+            for index, path in enumerate(islice(_checked(texts, stop), max(indexes) + 1))
+            if index in indexes
+        }
+
     @cached_property
     def media(self) -> tuple[str, ...]:
         """The paths of media data."""
@@ -83,16 +158,35 @@ class Payload:
         return tuple(path for path, _, is_media in _walk(self.read, True) if is_media)
 
 
-def payload_of(body: dict[str, Any]) -> Payload:
+def payload_of(
+    body: dict[str, Any], limit: int = SCAN_LIMIT_CHARS, stop: threading.Event | None = None
+) -> Payload:
+    """The body's texts, normalised, until they pass `limit` characters in all (then the
+    texts hold more than `limit` characters, and the rest are left out); media noted in the
+    whole body. `stop`: once set, the walk raises Abandoned (its caller gave up on it)."""
     read = {k: v for k, v in body.items() if k != "model"}
     texts: list[str] = []
     media = False
-    for _, text, is_media in _walk(read, False):
+    room = limit
+    for _, text, is_media in _checked(_walk(read, False), stop):
         if is_media:
             media = True
-        else:
-            texts.append(normalized(text))
+        elif room >= 0:
+            texts.append(form := normalized(text, room))
+            room -= len(form)
     return Payload(tuple(texts), media, read)
+
+
+def _checked(items: Iterator[_T], stop: threading.Event | None) -> Iterator[_T]:
+    """`items`, raising Abandoned once `stop` is set (looked at every few thousand items)."""
+    return items if stop is None else _watched(items, stop)
+
+
+def _watched(items: Iterator[_T], stop: threading.Event) -> Iterator[_T]:
+    for count, item in enumerate(items):
+        if not count % _STOP_EVERY and stop.is_set():
+            raise Abandoned
+        yield item
 
 
 def walk_texts(body: dict[str, Any]) -> Iterator[tuple[str, str]]:

@@ -13,6 +13,11 @@ patterns run on RE2 (no backtracking; policies/re2text.py) and each loop over ca
 where the last one ended. A request is scanned up to SCAN_LIMIT_CHARS characters in all. Past
 that, the rest is not scanned and every enabled detector counts as fired: a request cannot slip
 past the detectors, to a cloud its privacy level would forbid, by being long.
+
+The texts of a request are scanned as one (joined by a separator no pattern takes), one search
+per detector however many strings the body holds; where a detector first fired is read from its
+first find's offset in that one text. A scan run for a caller that may give up on it (past a
+deadline) looks at a stop flag between searches and stops there.
 """
 
 from __future__ import annotations
@@ -20,12 +25,22 @@ from __future__ import annotations
 import functools
 import ipaddress
 import logging
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from itertools import chain
+import threading
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import accumulate, chain, islice
 
 from policies import addresses, identifiers, numbers, secrets
-from policies.re2text import Finder, blank, compile_unicode, detector_of, digits_of, spans
+from policies.re2text import (
+    Finder,
+    blank,
+    compile_unicode,
+    detector_of,
+    digits_of,
+    spans,
+    to_bytes,
+)
 
 log = logging.getLogger("overspill")
 
@@ -145,6 +160,10 @@ DETECTORS: dict[str, Callable[[str], bool]] = {
 }
 
 
+class Abandoned(Exception):
+    """The scan's caller gave up on it (past its deadline): raised at the scan's next step."""
+
+
 @dataclass(frozen=True)
 class Scan:
     """What the enabled detectors say about a request's texts, in DETECTORS order."""
@@ -152,24 +171,46 @@ class Scan:
     detected: tuple[str, ...]  # fired on the text scanned
     unscanned: tuple[str, ...]  # the others, when text went past the limit: they count as fired
     limit: int
+    # detector -> index (in the texts given) of the text it first fired in, when located
+    first: Mapping[str, int] = field(default_factory=dict, compare=False)
 
     @property
     def fired(self) -> list[str]:
         return [name for name in DETECTORS if name in self.detected or name in self.unscanned]
 
 
-def scan(texts: Iterable[str], enabled: Iterable[str], limit: int = SCAN_LIMIT_CHARS) -> Scan:
+def scan(
+    texts: Iterable[str],
+    enabled: Iterable[str],
+    limit: int = SCAN_LIMIT_CHARS,
+    *,
+    locate: bool = False,
+    stop: threading.Event | None = None,
+) -> Scan:
     """Run the enabled detectors over the first `limit` characters of `texts` (empty ones
-    skipped); when there were more, every enabled detector that did not fire is `unscanned`."""
+    skipped); when there were more, every enabled detector that did not fire is `unscanned`.
+    `locate`: say which text each detector first fired in (Scan.first). `stop`: once set, the
+    scan raises Abandoned before its next search."""
     wanted = set(enabled)
     names = [name for name in DETECTORS if name in wanted]
+    texts = tuple(texts)
     scanned, beyond = _within(texts, limit) if names else ([], False)
     # One search per detector over all the texts: a body of a million one-letter strings must
     # not cost a million calls each. No pattern takes the separator, and every boundary does.
     joined = SEPARATOR.join(scanned)
-    detected = tuple(name for name in names if joined and fires(name, joined))
+    detected = []
+    for name in names:
+        _go_on(stop)
+        if joined and fires(name, joined):
+            detected.append(name)
     unscanned = tuple(name for name in names if name not in detected) if beyond else ()
-    return Scan(detected, unscanned, limit)
+    first = _located(detected, joined, scanned, texts, stop) if locate else {}
+    return Scan(tuple(detected), unscanned, limit, first)
+
+
+def _go_on(stop: threading.Event | None) -> None:
+    if stop is not None and stop.is_set():
+        raise Abandoned
 
 
 def fires(name: str, text: str) -> bool:
@@ -190,8 +231,10 @@ def detect(
     return scan(texts, enabled, limit).fired
 
 
-def _within(texts: Iterable[str], limit: int) -> tuple[list[str], bool]:
+def _within(texts: Sequence[str], limit: int) -> tuple[list[str], bool]:
     """The non-empty texts, cut off after `limit` characters in all; and whether any was cut."""
+    if sum(map(len, texts)) <= limit:  # most requests: counted and kept in C
+        return list(filter(None, texts)), False
     kept: list[str] = []
     room = limit
     for text in texts:
@@ -201,3 +244,45 @@ def _within(texts: Iterable[str], limit: int) -> tuple[list[str], bool]:
             kept.append(text)
             room -= len(text)
     return kept, False
+
+
+def _located(
+    names: Sequence[str],
+    joined: str,
+    scanned: Sequence[str],
+    texts: Sequence[str],
+    stop: threading.Event | None,
+) -> dict[str, int]:
+    """Per detector in `names` (each fired on `joined`), the index in `texts` of the text its
+    first find begins in: one more search each, ending at that find, never one per text."""
+    data = to_bytes(joined)
+    ends = list(accumulate(map(len, scanned)))  # scanned[k] ends at ends[k] + k in `joined`
+    first: dict[str, int] = {}
+    for name in names:
+        _go_on(stop)
+        start = _first_find(name, data)
+        if start is None:
+            continue
+        # the offset in characters (RE2 gives bytes); a separator counts with the next text
+        offset = start if len(data) == len(joined) else len(data[:start].decode(errors="replace"))
+        kept = bisect_right(range(len(ends)), offset, key=lambda k: ends[k] + k)
+        first[name] = _index_in(texts, min(kept, len(scanned) - 1), len(scanned))
+    return first
+
+
+def _first_find(name: str, data: bytes) -> int | None:
+    """Where the detector's finder first finds something (None if it finds nothing, or fails:
+    the detection stands, unlocated)."""
+    try:
+        found = next(FINDERS[name](data), None)
+    except Exception:
+        log.exception("detector %s failed to locate what it found", name)
+        return None
+    return None if found is None else found[0]
+
+
+def _index_in(texts: Sequence[str], kept: int, scanned: int) -> int:
+    """The index in `texts` of the `kept`-th non-empty one (of the first `scanned` of those)."""
+    if all(texts[:scanned]):  # no empty text among them: the same index
+        return kept
+    return next(islice((i for i, text in enumerate(texts) if text), kept, None))

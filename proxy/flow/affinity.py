@@ -36,15 +36,20 @@ class Affinity:
     def turn(self, scope: str) -> int:
         return next(self.turns.setdefault(scope, itertools.count()))
 
-    def prompt(self, request: ProxyRequest, balancing: Balancing, scope: str = "") -> Prompt:
-        """The prompt's blocks, hashed within the caller's tenant `scope`: one tenant's prompts
-        never match another's, so no routing choice, wait or header reveals whether another
-        tenant sent a prompt (the engines' own prefix caches are shared; see docs/security.md)."""
-        if balancing.strategy != "prefix" or not ENDPOINTS[request.endpoint].prefix_routed:
+    def prompt(
+        self,
+        request: ProxyRequest,
+        balancing: Balancing,
+        scope: str = "",
+        hashes: list[bytes] | None = None,
+    ) -> Prompt:
+        """The prompt's blocks (prompt_hashes, unless given: read off the loop for a long body),
+        and what each replica holds of them."""
+        if hashes is None:
+            hashes = prompt_hashes(request, balancing, scope)
+        if not hashes:
             return Prompt([], {}, {})
         self.index.max_blocks = balancing.index_blocks
-        text = render(request.endpoint, request.body)
-        hashes = block_hashes(text, balancing.block_chars, seed=scope.encode())
         matched = self.index.match(hashes)
         held = {name: blocks * balancing.block_tokens for name, blocks in matched.items()}
         return Prompt(hashes, held, matched)
@@ -75,6 +80,19 @@ class Affinity:
     def leave(self, backend: str, led: Sequence[bytes]) -> None:
         """The request's first token came (or it failed): its prefill is over."""
         self.warming.done(backend, led)
+
+
+def prompt_hashes(request: ProxyRequest, balancing: Balancing, scope: str = "") -> list[bytes]:
+    """The prompt's blocks, hashed within the caller's tenant `scope`: one tenant's prompts
+    never match another's, so no routing choice, wait or header reveals whether another tenant
+    sent a prompt (the engines' own prefix caches are shared; see docs/security.md). At most as
+    many as the index holds: a prompt of more would push its own first blocks out of it. Pure,
+    so a worker thread may compute it."""
+    if balancing.strategy != "prefix" or not ENDPOINTS[request.endpoint].prefix_routed:
+        return []
+    chars = balancing.index_blocks * balancing.block_chars
+    text = render(request.endpoint, request.body, chars)
+    return block_hashes(text[:chars], balancing.block_chars, seed=scope.encode())
 
 
 @dataclass

@@ -20,7 +20,7 @@ from policies.identity import Identity
 from policies.model import Backend
 from proxy.endpoints import ENDPOINTS, Endpoint, endpoint_named
 from proxy.errors import APIError, InternalError, NotFound, Unauthorized
-from proxy.flow.caller import OFFLOAD_SCAN_BYTES
+from proxy.flow.caller import OFFLOAD_PARSE_BYTES
 from proxy.flow.pipeline import Pipeline
 from proxy.flow.record import record_of
 from proxy.http.bodies import read_body
@@ -79,7 +79,7 @@ async def read_request(request: Request, services: Services, endpoint: Endpoint)
     go on meanwhile)."""
     server = services.policy.server
     raw = await read_body(request, server.max_body_bytes, server.body_timeout_s)
-    if len(raw) < OFFLOAD_SCAN_BYTES:
+    if len(raw) < OFFLOAD_PARSE_BYTES:
         return parse_request(endpoint, raw)
     return await asyncio.to_thread(parse_request, endpoint, raw)
 

@@ -1,6 +1,6 @@
 """Privacy against hostile input, through the real proxy: a privacy header sent twice takes the
-strictest value, and the scan of a large adversarial body runs off the event loop, so other
-requests are answered meanwhile. Real processes: a simulator behind the proxy, httpx and raw
+strictest value, and the scan of a body past a few hundred bytes runs off the event loop, so
+other requests are answered meanwhile. Real processes: a simulator behind the proxy, httpx and raw
 sockets."""
 
 from __future__ import annotations
@@ -169,6 +169,26 @@ def test_the_scan_of_a_large_body_does_not_hold_other_requests(
             if seen:
                 return
     raise AssertionError("no /healthz was answered while a scan was running")
+
+
+def test_a_body_of_a_kilobyte_is_scanned_in_a_worker_thread(
+    guarded: tuple[Process, Process],
+) -> None:
+    """On the costliest text the detectors take about 2 microseconds a byte: a body of a
+    kilobyte (which held the event loop 2 ms) is scanned off it, and what it carries still
+    keeps it from the cloud."""
+    p, cloud = guarded
+    before = len(httpx.get(cloud.url + "/_sim/requests").json()["requests"])
+    text = "Please write to jane.doe@example.com. " + "The rest is ordinary prose. " * 34
+    body = {"model": "m", "messages": [{"role": "user", "content": text}]}
+    with httpx.Client(timeout=60) as client:
+        started, _ = _scans(client, p.url)
+        refused = client.post(p.url + "/v1/chat/completions", json=body)
+        assert 1000 <= len(refused.request.content) < 1100
+        assert refused.status_code == 503
+        assert refused.headers["x-overspill-privacy"] == "restricted"
+        assert _scans(client, p.url)[0] == started + 1
+    assert len(httpx.get(cloud.url + "/_sim/requests").json()["requests"]) == before
 
 
 def _answered(conn: socket.socket) -> bool:

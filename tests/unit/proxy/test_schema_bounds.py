@@ -1,0 +1,69 @@
+"""What parsing and the token estimate cost on the event loop (issue 30): a body past
+MEASURED_PROMPT_BYTES is estimated from its size, never dumped again; the nesting check
+answers as a walk of the whole document would."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy import schema
+from proxy.schema import MAX_DEPTH, MEASURED_PROMPT_BYTES, ProxyRequest, parse_request
+
+
+def _chat(content: str) -> bytes:
+    return orjson.dumps({"model": "m", "messages": [{"role": "user", "content": content}]})
+
+
+def test_a_long_body_is_estimated_from_its_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = _chat("a b " * (MEASURED_PROMPT_BYTES // 2))
+    request = parse_request("chat", raw)
+
+    def no_dumps(value: Any, option: int = 0) -> bytes:
+        raise AssertionError("the prompt was dumped again")
+
+    monkeypatch.setattr(schema, "orjson", SimpleNamespace(dumps=no_dumps))
+    assert request.prompt_estimate == len(raw) // 4
+
+
+def test_a_body_up_to_the_bound_is_measured_as_before() -> None:
+    raw = _chat("a b " * (MEASURED_PROMPT_BYTES // 8))
+    request = parse_request("chat", raw)
+    assert len(raw) <= MEASURED_PROMPT_BYTES
+    assert request.prompt_estimate == len(orjson.dumps(request.body["messages"])) // 4
+
+
+def test_a_long_body_with_no_prompt_estimates_none() -> None:
+    """Embeddings carry `input`: as before, no prompt tokens are estimated for them."""
+    body = {"model": "m", "input": ["a b "] * MEASURED_PROMPT_BYTES}
+    request = ProxyRequest("embeddings", "m", False, body, len(orjson.dumps(body)))
+    assert request.prompt_estimate == 0
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+_DOCUMENTS = st.recursive(
+    st.one_of(st.none(), st.integers(), st.text(max_size=3)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(), inner)),
+    max_leaves=200,
+)
+
+
+@settings(deadline=None, max_examples=300)
+@given(document=_DOCUMENTS, wrap=st.integers(0, MAX_DEPTH + 2))
+def test_the_nesting_check_finds_what_a_recursive_walk_finds(document: Any, wrap: int) -> None:
+    for _ in range(wrap):
+        document = [document]
+    body = {"model": "m", "x": document}
+    assert schema._depth_exceeds(body, MAX_DEPTH) == (_depth(body) > MAX_DEPTH)
