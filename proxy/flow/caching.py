@@ -37,6 +37,7 @@ from cache.verifier import OnnxVerifier, Verifier, Verifies, load_verifier
 from cache.verifier_model import make, verifier_folder
 from policies.model import CacheRule, Policy
 from proxy.endpoints import ENDPOINTS
+from proxy.flow.caller import OFFLOAD_PARSE_BYTES
 from proxy.flow.streaming import assemble, fresh, replay
 from proxy.flow.whole import Whole
 from proxy.schema import ProxyRequest
@@ -212,7 +213,7 @@ class Answers:
             lexicon=self.lexicon,
         )
 
-    def caching(
+    async def caching(
         self,
         policy: Policy,
         request: ProxyRequest,
@@ -232,9 +233,18 @@ class Answers:
             plan = CachePlan(False, False, False, plan.coalesce, "cache disabled")
         if not (plan.lookup or plan.store or plan.coalesce):
             return Caching(plan, NO_KEYS, rule, "")  # the common bypass costs no hashing
-        keys = cache_keys(
-            request.endpoint, request.body, tenant, request.model, version(policy, request.model)
+        keying = (
+            request.endpoint,
+            request.body,
+            tenant,
+            request.model,
+            version(policy, request.model),
         )
+        # a digest of the whole body (sorted JSON): ~30 ms at 4 MB, so off the loop when long
+        if request.size < OFFLOAD_PARSE_BYTES:
+            keys = cache_keys(*keying)
+        else:
+            keys = await asyncio.to_thread(cache_keys, *keying)
         if not sharing.semantic(rule):  # neither found by a similar question nor embedded
             keys = dataclasses.replace(keys, context=None, query=None)
         delivery = orjson.dumps([request.stream, request.body.get("stream_options")])

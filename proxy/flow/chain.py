@@ -5,8 +5,8 @@ What a target holds (in-flight counts; a cloud call's reservation of its tenant'
 released when its answer's body has been consumed, or at once if it did not answer; a cloud
 target whose tenant's budget cannot hold one more call is skipped, as one whose breaker is open.
 A target that says the request itself is wrong (a 4xx) ends the chain: no other one would answer
-differently. When every target failed, the last failure's
-status tells the client most, and the message names every reason.
+differently. When every target failed, the last failure's status tells the client most, and the
+message names every reason.
 """
 
 from __future__ import annotations

@@ -17,12 +17,12 @@ from cache.store import Hit, Miss, Reading
 from policies.decide import RequestFacts, RoutingPlan, decide, route_for
 from policies.identity import Identity, KeyRing
 from policies.load import LoadSnapshot
-from policies.model import Policy, Tenant
+from policies.model import Policy
 from policies.privacy import Classification
 from proxy.errors import ModelNotFound
 from proxy.flow.affinity import Prompt
 from proxy.flow.caching import Caching, Head, Produced
-from proxy.flow.caller import Caller, caller_of, request_facts, scanned_privacy
+from proxy.flow.caller import Caller, caller_of, read_facts, request_facts
 from proxy.flow.chain import Chain, Trip
 from proxy.flow.degrade import capped, smaller_model
 from proxy.flow.gate import TENANT_HEADER, Ticket
@@ -64,11 +64,6 @@ class Pipeline:
 
     def caller(self, request: ProxyRequest, headers: dict[str, str], named: str) -> Caller:
         return caller_of(self.policy, request, headers, named)
-
-    async def classified(
-        self, request: ProxyRequest, headers: dict[str, str], tenant: Tenant | None
-    ) -> Classification:
-        return await scanned_privacy(self.policy, self.runtime.scans, request, headers, tenant)
 
     def serves(self, model: str, snapshot: LoadSnapshot | None = None) -> bool:
         """A local backend serves the model now (in `snapshot`, if given), or a route sends it
@@ -144,9 +139,11 @@ class Pipeline:
         """Who asks, how private the request is, and what its prompt shares with the replicas:
         the same for the live path and explain."""
         caller = self.caller(request, headers, named)
-        privacy = await self.classified(request, headers, caller.tenant)
-        prompt = self.runtime.affinity.prompt(request, self.policy.balancing, caller.scope)
-        return Asked(privacy, prompt, caller)
+        # privacy and the prompt's blocks both read the whole body: one worker-thread hop
+        facts = await read_facts(self.policy, self.runtime.scans, request, headers, caller)
+        balancing = self.policy.balancing
+        prompt = self.runtime.affinity.prompt(request, balancing, caller.scope, facts.hashes)
+        return Asked(facts.privacy, prompt, caller)
 
     def identify(self, headers: dict[str, str]) -> Identity:
         """Who calls (401/403 otherwise): from the headers alone, before the body is read, so an
@@ -332,7 +329,7 @@ class Answering:
         plan = pipeline.plan(request, asked)
         record.note(plan.reasons, privacy.level, privacy.reasons)
         record.note_priority(caller.priority.name)
-        caching = answers.caching(
+        caching = await answers.caching(
             pipeline.policy,
             request,
             privacy.level,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from proxy.flow.caching import Answers
 from tests.unit.cache.test_store import PARAPHRASE, QUESTION, VECTORS, FakeEmbedder, around
 from tests.unit.proxy.pipeline_harness import POLICY, Harness, chat_answer, harness
@@ -70,3 +72,33 @@ async def test_a_question_with_personal_data_is_never_served_anothers_answer() -
         assert sent.headers["x-overspill-cache"] == served  # without a detector: served
     again = await h.send(asked(FIRST), bearer("sk-acme-unit-key"))
     assert again.headers["x-overspill-cache"] == "hit-exact"
+
+
+async def test_a_long_bodys_cache_keys_are_computed_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The keys digest the whole body as sorted JSON (~30 ms at 4 MB): past the parse's offload
+    threshold, in a worker thread; a short body's, where it is."""
+    import threading
+
+    import proxy.flow.caching as caching_module
+    from policies.loader import parse_policy
+    from proxy.flow.caller import OFFLOAD_PARSE_BYTES
+    from tests.unit.proxy.test_offload import sized
+
+    threads: list[str] = []
+    real = caching_module.cache_keys
+
+    def recorded(*args: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return real(*args)
+
+    monkeypatch.setattr(caching_module, "cache_keys", recorded)
+    policy = parse_policy(KEYED)
+    answers = Answers()
+    for size in (OFFLOAD_PARSE_BYTES - 1, OFFLOAD_PARSE_BYTES):
+        request = sized(size)
+        request.body["temperature"] = 0
+        await answers.caching(policy, request, "public", "acme", "")
+    assert threads[0] == threading.main_thread().name
+    assert threads[1] != threading.main_thread().name
