@@ -54,14 +54,24 @@ class KeyRing:
 
 
 def admin_warning(policy: Policy) -> str | None:
-    """What to tell the operator at start when the admin endpoints answer no one."""
-    if not policy.auth.require_keys or policy.auth.admin_keys:
+    """What to tell the operator at start when the admin endpoints answer no one, or anyone
+    while some callers need a key."""
+    if policy.auth.admin_keys:
         return None
-    return (
-        "[auth] require_keys = true and no admin_keys: /admin/status, /admin/traffic, "
-        "/admin/reload and /admin/explain answer 401 to everyone. To use them, declare a key: "
-        'admin_keys = ["env:OVERSPILL_ADMIN_KEY"] (or "sha256:<hex>")'
-    )
+    if policy.auth.require_keys:
+        return (
+            "[auth] require_keys = true and no admin_keys: /admin/status, /admin/traffic, "
+            "/admin/reload and /admin/explain answer 401 to everyone. To use them, declare a "
+            'key: admin_keys = ["env:OVERSPILL_ADMIN_KEY"] (or "sha256:<hex>")'
+        )
+    if any(tenant.api_keys for tenant in policy.tenants):
+        return (
+            "[auth] no admin_keys: /admin/status, /admin/traffic, /admin/reload and "
+            "/admin/explain are open to anyone who reaches this port, keyed tenants' spend and "
+            "traffic included. Declare a key to close them: "
+            'admin_keys = ["env:OVERSPILL_ADMIN_KEY"] (or "sha256:<hex>")'
+        )
+    return None
 
 
 def identify(policy: Policy, ring: KeyRing, authorization: str | None, named: str) -> Identity:

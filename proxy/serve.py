@@ -78,9 +78,8 @@ def _serve(path: Path, args: argparse.Namespace, demo: bool) -> int:
     if refused:
         print(f"overspill: {refused}", file=sys.stderr)
         return 2
-    closed = admin_warning(policy)
-    if closed:
-        print(f"overspill: warning: {closed}", file=sys.stderr)
+    if warning := admin_warning(policy):
+        print(f"overspill: warning: {warning}", file=sys.stderr)
     level = args.log_level or policy.server.log_level
     logging.basicConfig(level=level.upper(), format="%(message)s", stream=sys.stderr)
     one_blas_thread()

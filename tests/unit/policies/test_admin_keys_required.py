@@ -33,7 +33,14 @@ def test_required_keys_with_an_admin_key_admit_that_key_alone() -> None:
 
 def test_optional_keys_without_an_admin_key_leave_the_admin_endpoints_open() -> None:
     assert KeyRing.of(policy(require_keys=False)).is_admin(None)
-    assert admin_warning(policy(require_keys=False)) is None
+
+
+def test_open_admin_endpoints_beside_keyed_tenants_are_warned_of() -> None:
+    """Open to anyone, they show keyed tenants' spend and traffic (issue 30's second review)."""
+    warning = admin_warning(policy(require_keys=False))
+    assert warning is not None
+    assert "open to anyone" in warning
+    assert admin_warning(Policy()) is None  # nobody needs a key: nothing to protect
 
 
 def test_the_warning_names_the_setting_and_how_to_open_them() -> None:
