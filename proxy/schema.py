@@ -51,9 +51,19 @@ class ProxyRequest:
 
     @property
     def answer_estimate(self) -> int:
-        """The answer's budget: its max tokens, else a typical answer's length."""
+        """The answers' budget: max tokens, else a typical answer's length, for each answer."""
         limit = self.answer_limit
-        return DEFAULT_ANSWER_TOKENS if limit is None else limit
+        return (DEFAULT_ANSWER_TOKENS if limit is None else limit) * self.answers
+
+    @property
+    def answers(self) -> int:
+        """How many answers the call makes: one per prompt of a batch, times `n`, times
+        `best_of` (computed and billed, though one is returned)."""
+        prompt = self.body.get("prompt")
+        prompts = len(prompt) if isinstance(prompt, list) and prompt else 1
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
+            prompts = 1  # one prompt given as token ids
+        return prompts * _count(self.body.get("n")) * _count(self.body.get("best_of"))
 
     @property
     def answer_limit(self) -> int | None:
@@ -63,12 +73,12 @@ class ProxyRequest:
 
     @cached_property
     def prompt_estimate(self) -> int:
-        """Prompt tokens, at about 4 characters each: of the prompt as JSON, or of the whole
-        body past MEASURED_PROMPT_BYTES."""
-        prompt = self.body.get("messages") or self.body.get("prompt") or ""
-        if prompt and self.size > MEASURED_PROMPT_BYTES:
+        """Prompt tokens, at about 4 characters each, of everything the model reads: the body
+        as JSON (messages or prompts, and tools, schemas, predictions: 40,000 words of tools
+        were priced as nothing), or its size past MEASURED_PROMPT_BYTES."""
+        if self.size > MEASURED_PROMPT_BYTES:
             return self.size // 4
-        return len(orjson.dumps(prompt)) // 4
+        return len(orjson.dumps(self.body)) // 4
 
     def upstream_body(self, upstream_model: str) -> bytes:
         if upstream_model == self.model:
@@ -142,3 +152,8 @@ def _check_optional_int(body: dict[str, Any], name: str) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise BadRequest(f"'{name}' must be a non-negative integer", param=name)
+
+
+def _count(value: object) -> int:
+    """A client's count (n, best_of): at least one."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 1 else 1

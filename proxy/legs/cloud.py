@@ -196,14 +196,11 @@ FALLBACK_MAX_OUTPUT = 4096
 
 def most_tokens(request: ProxyRequest, model_limit: Callable[[], int]) -> int:
     """The most answer tokens a call may bring: its max tokens, else the model's maximum output
-    (`model_limit`, asked only then), for each of its `n` choices."""
+    (`model_limit`, asked only then), for each answer it makes (prompts, `n`, `best_of`)."""
     limit = request.answer_limit
     if limit is None:
         limit = model_limit()
-    choices = request.body.get("n")
-    if isinstance(choices, int) and not isinstance(choices, bool) and choices > 1:
-        return limit * choices
-    return limit
+    return limit * request.answers
 
 
 def max_output(model: str) -> int:

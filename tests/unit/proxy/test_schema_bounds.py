@@ -35,14 +35,30 @@ def test_a_body_up_to_the_bound_is_measured_as_before() -> None:
     raw = _chat("a b " * (MEASURED_PROMPT_BYTES // 8))
     request = parse_request("chat", raw)
     assert len(raw) <= MEASURED_PROMPT_BYTES
-    assert request.prompt_estimate == len(orjson.dumps(request.body["messages"])) // 4
+    assert request.prompt_estimate == len(orjson.dumps(request.body)) // 4
 
 
-def test_a_long_body_with_no_prompt_estimates_none() -> None:
-    """Embeddings carry `input`: as before, no prompt tokens are estimated for them."""
+def test_everything_the_model_reads_is_estimated() -> None:
+    """Tools, schemas and embedding inputs are read and billed too: 16 calls with 40,000 words
+    of tools and max_tokens 1 spent 98.6 times a budget that reserved their messages alone."""
+    tools = [{"type": "function", "function": {"name": "f", "description": "w " * 2_000}}]
+    small = parse_request("chat", _chat("hi"))
+    tooled = parse_request("chat", orjson.dumps({**small.body, "tools": tools}))
+    assert tooled.prompt_estimate >= small.prompt_estimate + 4_000 // 4
     body = {"model": "m", "input": ["a b "] * MEASURED_PROMPT_BYTES}
     request = ProxyRequest("embeddings", "m", False, body, len(orjson.dumps(body)))
-    assert request.prompt_estimate == 0
+    assert request.prompt_estimate == request.size // 4
+
+
+def test_every_answer_a_call_makes_is_counted() -> None:
+    """A batch of 50 prompts at max_tokens 200 reserved one answer's worth and spent 42 times
+    the budget: prompts, n and best_of each multiply the answers."""
+    body = {"model": "m", "prompt": ["hi"] * 50, "max_tokens": 200, "n": 2, "best_of": 3}
+    request = parse_request("completions", orjson.dumps(body))
+    assert request.answers == 50 * 2 * 3
+    assert request.answer_estimate == 200 * 300
+    ids = parse_request("completions", orjson.dumps({"model": "m", "prompt": [1, 2, 3]}))
+    assert ids.answers == 1  # one prompt, as token ids
 
 
 def _depth(value: Any) -> int:
