@@ -72,7 +72,8 @@ def mapped(target: str, exc: Exception) -> APIError:
 
 def _status_error(target: str, exc: Exception, status: int) -> UpstreamError:
     """A provider's error status, with its Retry-After; what the provider said is read from
-    litellm's text (UpstreamStatus keeps of it what a client may see)."""
+    litellm's text (UpstreamStatus keeps of it, and of the Retry-After, what a client may see:
+    no `param`, which would name a field of the provider's format, not of the caller's body)."""
     headers = {}
     response = getattr(exc, "response", None)
     retry_after = (

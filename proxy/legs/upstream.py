@@ -90,8 +90,10 @@ class Upstream:
                     backend, response, self.timeouts, stream, self.deadlines
                 )
                 if response.status >= 400:
-                    await upstream.fail_with_status()
+                    await upstream.fail_with_status(body)
                 upstream.check_encoding()
+                if stream:
+                    upstream.check_event_stream()
                 if not stream:
                     late = "answer not complete in time"
                     upstream.body = upstream.checked(await upstream.whole())
@@ -152,13 +154,28 @@ class UpstreamResponse:
         return []
 
     def check_encoding(self) -> None:
-        """Identity was asked for: a body in another coding cannot be relayed as it is."""
-        coding = self.response.headers.get("content-encoding", "identity").strip().lower()
-        if coding != "identity":
+        """Identity was asked for: a body in another coding cannot be relayed as it is. Every
+        Content-Encoding header counts (a second one is a coding applied after the first), each
+        a list of codings; only `identity` (or nothing) passes."""
+        values = self.response.headers.getall("content-encoding", [])
+        codings = [c.strip().lower() for value in values for c in value.split(",")]
+        if any(coding not in ("", "identity") for coding in codings):
             self.close()
             raise UpstreamUnreadable(
                 f"{self.backend}: answered in an encoding other than the identity asked for",
-                detail=f"content-encoding: {coding}",
+                detail=f"content-encoding: {', '.join(values)}",
+            )
+
+    def check_event_stream(self) -> None:
+        """A streamed answer is relayed as `text/event-stream`: the upstream must have said so
+        (the first bytes are checked too: chunks())."""
+        values = self.response.headers.getall("content-type", [])
+        kinds = {value.partition(";")[0].strip().lower() for value in values}
+        if kinds != {"text/event-stream"}:
+            self.close()
+            raise UpstreamUnreadable(
+                f"{self.backend}: streamed an answer that is not an event stream",
+                detail=f"content-type: {', '.join(values)}",
             )
 
     def checked(self, body: bytes) -> bytes:
@@ -193,10 +210,14 @@ class UpstreamResponse:
             self.close()
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        """The body as it arrives; the first chunk may take first_byte_s, later ones idle_s."""
+        """The body as it arrives; the first chunk may take first_byte_s, later ones idle_s.
+        The first bytes are held until they show an event stream (an SSE field or comment);
+        anything else is unreadable before a byte is relayed (the first chunk is awaited before
+        the reply's head goes out: proxy/flow/attempts.py)."""
         wait, silence = self.timeouts.first_byte_s, "no first chunk within"
         content = self.response.content
         limit = self.deadlines.limit()
+        head: bytes | None = b""  # the first bytes, until they tell; None once they did
         try:
             while True:
                 try:
@@ -205,7 +226,17 @@ class UpstreamResponse:
                 except TimeoutError as exc:
                     raise UpstreamTimeout(f"{self.backend}: {silence} {wait:g}s") from exc
                 if not chunk:  # end of body
+                    if head:
+                        raise self._not_events(head)
                     return
+                if head is not None:
+                    head += chunk
+                    starts = sse_start(head)
+                    if starts is None:
+                        continue
+                    if not starts:
+                        raise self._not_events(head)
+                    chunk, head = head, None
                 wait, silence = self.timeouts.idle_s, "stream silent for"
                 yield chunk
         except aiohttp.ClientError as exc:
@@ -213,19 +244,45 @@ class UpstreamResponse:
         finally:
             self.close()
 
+    def _not_events(self, head: bytes) -> UpstreamUnreadable:
+        message = f"{self.backend}: streamed an answer that is not an event stream"
+        return UpstreamUnreadable(message, detail=head[:200].decode(errors="replace"))
+
     def close(self) -> None:
         """Drop the connection, so an engine still generating sees the client leave and aborts."""
         if not self.response.closed:
             self.response.close()
 
-    async def fail_with_status(self) -> None:
+    async def fail_with_status(self, sent: bytes) -> None:
+        """The error status as the proxy's error: UpstreamStatus keeps of the answer (and of
+        its Retry-After) what a client may see; a `param` only if it names a field of `sent`."""
         try:
             body: bytes | None = await self.read()
         except UpstreamError:
             body = None
         retry_after = self.response.headers.get("retry-after")
         headers = {"Retry-After": retry_after} if retry_after else {}
-        raise UpstreamStatus(self.backend, self.status, body, headers)
+        raise UpstreamStatus(self.backend, self.status, body, headers, sent)
+
+
+# How an event stream may begin (after a byte-order mark and blank lines): a field or a comment
+_SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:", b":")
+_BOM = b"\xef\xbb\xbf"
+_HEAD_MOST = 4096  # blank lines an upstream may send before its first event
+
+
+def sse_start(head: bytes) -> bool | None:
+    """Whether the first bytes of a body begin an event stream; None: too few to tell."""
+    if len(head) < len(_BOM) and _BOM.startswith(head):
+        return None
+    rest = head.removeprefix(_BOM).lstrip(b"\r\n")
+    if rest.startswith(_SSE_FIELDS):
+        return True
+    if len(head) > _HEAD_MOST:
+        return False
+    if not rest or any(field.startswith(rest) for field in _SSE_FIELDS):
+        return None
+    return False
 
 
 def logged(error: UpstreamError, request_id: str, secret: str = "") -> None:

@@ -6,7 +6,8 @@ that carries the usage (`"usage": {`, once, near the end: the call always asks f
 parsed, to price the answer and, when the client did not ask for usage, to be left out. The
 bill is settled exactly once however the stream ends: from the usage when it came; else, for
 an answer that ended without usage the proxy could read, the most the call could cost; else (a
-client that left, a stream that broke) at least a token per event that passed.
+client that left, a stream that broke) at least a token per event that passed. A stream that is
+not one (no event stream, an event too long) is unreadable: billed at the most.
 """
 
 from __future__ import annotations
@@ -112,6 +113,10 @@ class WireAnswer:
             if held := splitter.rest():
                 yield held
             self.bill.ended = True  # whole: usage that never came is billed at the most
+        except UpstreamUnreadable:
+            # it answered (and bills it), in a form nobody can read: the most it could cost
+            self.bill.ended = True
+            raise
         finally:
             self.close()
 

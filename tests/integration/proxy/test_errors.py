@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,7 +16,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from tests.clients import assert_openai_error as check_openai_error
 from tests.clients import json_values
-from tests.processes import FAST_ENGINE, Process, backend_toml, proxy, sim
+from tests.processes import FAST_ENGINE, Process, backend_toml, proxy, running, sim
 from tests.waits import wait_until
 
 
@@ -238,3 +240,84 @@ def test_fuzzed_bodies_never_get_a_5xx(gateway: Process, path: str, body: dict[s
     assert response.status_code < 500, (body, response.text)
     if response.status_code >= 400:
         assert set(response.json()["error"]) == {"message", "type", "param", "code"}
+
+
+# A hostile engine (issue 30, second review, item 7), a real process: what its answers carry
+# beyond what the proxy checked never reaches the client.
+HOSTILE_ENGINE = r"""
+import gzip, json, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+SECRET = "sk-proj-SECRET org-AcmeCorp internal.db.acme.corp"
+SSE = b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def send(self, status, body, headers):
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        models = [{"id": m, "object": "model"} for m in ("html", "gzdup", "err")]
+        self.send(200, json.dumps({"object": "list", "data": models}).encode(),
+                  [("Content-Type", "application/json")])
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        model = body["model"]
+        if model == "html":
+            page = b"<html><script>alert(1)</script></html>"
+            self.send(200, page, [("Content-Type", "text/html")])
+        elif model == "gzdup":
+            self.send(200, gzip.compress(SSE), [("Content-Type", "text/event-stream"),
+                      ("Content-Encoding", "identity"), ("Content-Encoding", "gzip")])
+        else:
+            error = {"message": "no: " + SECRET, "type": "AcmeCorpInternalSecretOrg",
+                     "param": "internal.db.acme.corp", "code": "sk_live_hunter"}
+            self.send(429, json.dumps({"error": error}).encode(), [
+                ("Content-Type", "application/json"), ("Retry-After", "7; sk-proj-SECRET")])
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(f"listening on http://127.0.0.1:{server.server_address[1]}", flush=True)
+server.serve_forever()
+"""
+
+
+def test_a_hostile_engines_streams_and_error_words_never_reach_the_client(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "hostile_engine.py"
+    script.write_text(HOSTILE_ENGINE)
+    with running([sys.executable, str(script)]) as engine:
+        models = {"html": "html", "gzdup": "gzdup", "err": "err"}
+        config = "[retry]\nattempts = 1\n" + backend_toml("e", "openai", engine.url, models)
+        with proxy(config) as p:
+            for model in ("html", "gzdup"):  # a page, or gzip under a second header
+                body = {"model": model, "messages": [{"role": "user", "content": "x"}]}
+                refused = httpx.post(
+                    p.url + "/v1/chat/completions", json={**body, "stream": True}, timeout=10
+                )
+                assert refused.headers["content-type"] == "application/json"
+                assert assert_openai_error(refused, 502)["code"] == "upstream_unreadable"
+                assert b"alert" not in refused.content
+            body = {"model": "err", "messages": [{"role": "user", "content": "x"}]}
+            limited = httpx.post(p.url + "/v1/chat/completions", json=body, timeout=10)
+            error = assert_openai_error(limited, 429)
+            assert "retry-after" not in limited.headers  # it held more than a number
+            assert (error["type"], error["param"], error["code"]) == (
+                "upstream_error",
+                None,
+                "upstream_error",
+            )
+            for secret in ("SECRET", "Acme", "acme", "hunter"):
+                assert secret not in limited.text

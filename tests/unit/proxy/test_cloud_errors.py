@@ -65,10 +65,16 @@ def test_the_providers_type_reaches_the_client_and_its_words_the_log(message: st
     assert detail.detail == "temperature: must be a number between 0 and 1"
 
 
-def test_an_openai_style_code_and_param_are_kept() -> None:
-    inner = {"message": "bad value", "type": "invalid_request_error", "param": "n", "code": "x"}
+def test_an_openai_style_code_is_kept_and_a_param_of_the_providers_format_is_not() -> None:
+    inner = {
+        "message": "bad value",
+        "type": "invalid_request_error",
+        "param": "n",
+        "code": "invalid_value",
+    }
     error = error_of(raised("OpenAIException - " + orjson.dumps({"error": inner}).decode()))
-    assert error == {**inner, "message": "claude answered 400 (x)"}
+    # the param would name a field of the provider's format, not of the caller's body
+    assert error == {**inner, "message": "claude answered 400 (invalid_value)", "param": None}
 
 
 def test_text_without_the_providers_json_goes_to_the_log_only() -> None:

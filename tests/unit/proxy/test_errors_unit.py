@@ -159,7 +159,8 @@ def test_a_client_error_keeps_its_status_code_param_and_type_and_not_its_words()
 def test_a_named_code_and_param_tell_the_caller_what_was_wrong() -> None:
     said = {"message": "max_tokens is too large: 5000", "type": "invalid_request_error"}
     body = orjson.dumps({"error": {**said, "param": "max_tokens", "code": "invalid_value"}})
-    error = rendered(UpstreamStatus("gpu-1", 400, body, {}))["error"]
+    sent = orjson.dumps({"model": "m", "max_tokens": 5000})
+    error = rendered(UpstreamStatus("gpu-1", 400, body, {}, sent))["error"]
     assert error == {
         "message": "gpu-1 answered 400 (invalid_value)",
         "type": "invalid_request_error",
