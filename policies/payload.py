@@ -7,7 +7,8 @@ reason can name where personal data was found without repeating it. Field names 
 the model's name is not (it is the operator's, and a route's key).
 
 Text is normalised first, so that a detector sees what a model reads: Unicode NFKC (fullwidth
-and other compatibility forms become their plain characters), format characters removed
+and other compatibility forms become their plain characters), tag characters read as
+the ASCII they stand for (as models read them), other format characters removed
 (zero-width spaces and joiners, soft hyphens, bidirectional marks: invisible, and able to break
 a pattern in two), and decimal digits of every script folded to ASCII.
 
@@ -24,6 +25,7 @@ requests that carry media.
 
 from __future__ import annotations
 
+import re
 import threading
 import unicodedata
 from collections.abc import Collection, Iterator
@@ -43,6 +45,7 @@ _BASE64_MARK = ";base64,"
 # The fields of a media part that hold its bytes (base64), whatever the part's type.
 MEDIA_DATA_FIELDS = ("data", "file_data")
 _DATA_FIELDS = tuple(f".{name}" for name in MEDIA_DATA_FIELDS)
+_BASE64 = re.compile(r"[A-Za-z0-9+/=_\-\r\n]*")
 _NAME = " (field name)"  # a field name's path: the field's path and this
 # A long text is normalised this many characters at a time: NFKC holds the GIL for the whole of
 # a call (a worker thread's call stalls the event loop as long), and U+FDFA grows 18-fold, at
@@ -63,7 +66,9 @@ class _Fold(dict[int, str | None]):
         char = chr(code)
         category = unicodedata.category(char)
         folded: str | None = char
-        if category == "Cf":
+        if 0xE0020 <= code <= 0xE007E:  # a tag character, read by models as its ASCII twin
+            folded = chr(code - 0xE0000)
+        elif category == "Cf":
             folded = None
         elif category == "Nd":
             folded = str(unicodedata.decimal(char))
@@ -205,7 +210,8 @@ def _walk(value: Any, paths: bool) -> Iterator[tuple[str, str, bool]]:
     while stack:
         item, where, in_media = stack.pop()
         if isinstance(item, str):
-            yield where, item, is_data_url(item) or (in_media and where.endswith(_DATA_FIELDS))
+            data = in_media and where.endswith(_DATA_FIELDS) and is_base64(item)
+            yield where, item, data or is_data_url(item)
         elif isinstance(item, list):
             if paths:
                 children = [(child, f"{where}[{i}]", in_media) for i, child in enumerate(item)]
@@ -228,4 +234,14 @@ def is_media_part(part: dict[str, Any]) -> bool:
 
 
 def is_data_url(text: str) -> bool:
-    return text.startswith(_DATA_URL) and _BASE64_MARK in text[:256]
+    """A data URL whose data is base64 (only that is media: "data:x;base64, my card is ..."
+    is text, and was skipped by the detectors so)."""
+    if not text.startswith(_DATA_URL):
+        return False
+    mark = text.find(_BASE64_MARK, 0, 256)
+    return mark >= 0 and is_base64(text, mark + len(_BASE64_MARK))
+
+
+def is_base64(text: str, start: int = 0) -> bool:
+    """Only base64's letters (either alphabet, padding, line breaks) from `start` on: linear."""
+    return _BASE64.fullmatch(text, start) is not None

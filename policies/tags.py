@@ -17,8 +17,13 @@ from typing import Any
 
 from policies.payload import walk_texts
 
-# A subdivision flag: black flag, 2 to 7 tag letters or digits (an ISO 3166-2 code), cancel tag
-_FLAG = re.compile("\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{2,7}\U000e007f")
+# A subdivision flag: black flag, a region's code in tags (ISO 3166-2: a country's two letters,
+# then one to three letters or digits, as "gbsct"), cancel tag. No longer: a flag's tags were
+# a way to carry 7 characters at a time past the detectors (they read the tags as ASCII).
+_FLAG = re.compile(
+    "\U0001f3f4[\U000e0061-\U000e007a]{2}[\U000e0030-\U000e0039\U000e0061-\U000e007a]{1,3}"
+    "\U000e007f"
+)
 _TAG = re.compile("[\U000e0000-\U000e007f]")
 # Tags as a body's bytes carry them: UTF-8 (F3 A0 80-81 ..), or a JSON escape of their high
 # surrogate (\uDB40), in any case. A search in C over the raw body: most bodies have none.

@@ -67,3 +67,20 @@ def test_the_raw_check_misses_no_tag_character(text: str, code: int, ascii_only:
     assert may_hide_tags(raw)
     escaped = json.dumps(body)  # \udb40: JSON's hex digits may be of either case
     assert may_hide_tags(escaped.replace("\\udb40", "\\uDB40").encode())
+
+
+def test_a_flag_carrying_seven_digits_is_no_flag() -> None:
+    """A card number in three "flags" of tag digits reached the cloud as public: a region's code
+    is a country's two letters and one to three letters or digits, nothing else."""
+    hidden = "my card " + "".join(
+        "\U0001f3f4" + tagged(digits) + "\U000e007f" for digits in ("4111111", "1111111", "11")
+    )
+    assert hidden_tags(chat(hidden)) == "messages[0].content"
+
+
+def test_the_detectors_read_tag_characters_as_the_letters_they_stand_for() -> None:
+    from policies.payload import normalized
+
+    assert normalized("Wales " + "\U0001f3f4" + tagged("gbwls") + "\U000e007f") == (
+        "Wales \U0001f3f4gbwls"
+    )
