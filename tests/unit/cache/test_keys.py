@@ -395,6 +395,9 @@ def test_every_other_field_of_the_last_message_is_in_the_context() -> None:
         "\U000e0101",  # a supplementary variation selector
         "\ue000",  # private use
         "\x07",  # a control character
+        "\ufe0f\u200d\ufe0e" * 20,  # emoji forms and joiners with no emoji: 1.0000 (review 2)
+        "\u034f",  # the combining grapheme joiner
+        "\u3164",  # a Hangul filler
     ],
 )
 def test_a_question_with_text_nobody_sees_is_not_compared(hidden: str) -> None:
@@ -404,7 +407,15 @@ def test_a_question_with_text_nobody_sees_is_not_compared(hidden: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "seen", ["Tab\tand\nnewline?", "Family 👨\u200d👩\u200d👧?", "Love ❤\ufe0f?", "Café ?"]
+    "seen",
+    [
+        "Tab\tand\nnewline?",
+        "Family 👨\u200d👩\u200d👧?",
+        "Love ❤\ufe0f?",
+        "Coder 👩🏽\u200d💻?",
+        "Fire ❤\ufe0f\u200d🔥?",
+        "Café ?",
+    ],
 )
 def test_whitespace_and_emoji_forms_are_compared(seen: str) -> None:
     assert keys_of(chat(seen)).query == seen
