@@ -247,6 +247,8 @@ levels = [{ name = "public" }, { name = "internal", cloud = "none", cache = "ten
                 "messages": [{"role": "user", "content": f"secret plan {level} {tenant}"}],
             }
             headers = {"x-overspill-privacy": level, "x-overspill-tenant": tenant}
+            if tenant == "acme":
+                headers["authorization"] = f"Bearer {ACME_KEY}"
             url = p.url + "/v1/chat/completions"
             httpx.post(url, json=body, headers=headers)
             if kept:  # the only answer the cache keeps: wait for it (a bypass looks nothing up)
