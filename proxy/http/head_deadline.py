@@ -19,6 +19,15 @@ answered). Bytes read in one go may end one request and begin the next head (pip
 count from the next read on, so what the parser keeps of a head is bounded by the limit plus one
 read, and a head within the limit is never refused.
 
+Nor does uvicorn bound how far ahead of its answers a connection is parsed: each pipelined
+request parsed is queued, with its scope and cycle (~2.5 KB), and httptools parses all it is
+given, so one 256 KB read of 18-byte GETs queued ~14,500 of them, and each answer let one more
+read in. As nginx reads the next request only when the previous is done, the parser is fed a
+read in pieces, each ending at most at the next head's end (`\r\n\r\n`, which llhttp requires)
+and the body after it, so a piece completes about one request; once `max_waiting` requests
+wait their turn, the rest is held unparsed and reading stops (past `max_head_bytes` held) until
+an answer frees a place. A read of one request is one piece: ordinary traffic pays two searches.
+
 An answer can go out before its request's body has all arrived (a 413 from Content-Length
 alone). Closing then, with the client still uploading, resets the connection, and the client
 sees "connection reset by peer" instead of the 413 waiting in its socket. So the connection
@@ -50,6 +59,10 @@ class HeadTooLarge(APIError):
     status = 431
     type = "invalid_request_error"
     code = "request_header_fields_too_large"
+
+
+HEAD_END = b"\n\r\n"  # ends every head, chunked body and trailer section (llhttp wants CRLFs)
+SMALLEST_PIECE = 64  # bytes: leading empty lines or chunk data full of HEAD_END cost few feeds
 
 
 class _Stop(Exception):
@@ -85,6 +98,9 @@ class HeadDeadline(Facts):
     # coming, uncounted (the body has its own limits)
     head_bytes: int | None = 0
     refusal: HeadTooLarge | None = None  # a head was refused: nothing more is read
+    max_waiting = 8  # pipelined requests parsed ahead of their turn; then reading waits
+    held: bytes | None = None  # read but not parsed (held[held_from:]): enough requests wait
+    held_from = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -93,34 +109,80 @@ class HeadDeadline(Facts):
     def data_received(self, data: bytes) -> None:
         if self.refusal is not None:
             return  # dropped, until the head's deadline closes the connection
+        if self.held is not None or len(self.pipeline) >= self.max_waiting:
+            self._hold(data, 0)  # not counted yet: it is when parsed
+        else:
+            self._received(data, 0)
+
+    def _received(self, data: bytes, start: int) -> None:
+        """Parse `data[start:]`, counting what a head takes of it."""
         if self.head_bytes is None:  # a body's bytes: its own limits apply
-            super().data_received(data)
+            self._parse(data, start, len(data))
             return
         room = self.max_head_bytes - self.head_bytes
-        if len(data) <= room:
-            self.head_bytes += len(data)  # the parser resets it if the head ends in here
-            super().data_received(data)
+        if len(data) - start <= room:
+            self.head_bytes += len(data) - start  # the parser resets it if the head ends in here
+            self._parse(data, start, len(data))
         else:
-            self._past_room(memoryview(data), room)
+            self._past_room(data, start, start + room)
         if self.head_bytes is not None and len(self.headers or ()) > self.max_headers:
             self._refuse(f"the request has more than {self.max_headers} header fields")
 
-    def _past_room(self, data: memoryview, room: int) -> None:
+    def _past_room(self, data: bytes, start: int, room_end: int) -> None:
         """More arrived than the head may still take: the parser reads what fits first; if the
         head (or trailer section) did not end within it, it is refused before the rest is kept."""
         self.head_bytes = self.max_head_bytes  # a head or body ending in there moves it
-        self._feed(data[:room])
-        if self.refusal is not None or self.transport.is_closing():
-            return  # refused (too many fields), or malformed: uvicorn answered its 400
+        self._parse(data, start, room_end)
+        if self.refusal is not None or self.transport.is_closing() or self.held is not None:
+            return  # refused, or malformed (uvicorn answered its 400), or the rest is held
         if self.head_bytes == self.max_head_bytes:
             self._refuse(f"the request's head is larger than {self.max_head_bytes} bytes")
         else:
-            self._feed(data[room:])
+            self._parse(data, room_end, len(data))
 
-    def _feed(self, data: memoryview) -> None:
-        # uvicorn hands what it receives to httptools, which reads any buffer: a slice of
-        # what was read, not a copy
-        super().data_received(cast(bytes, data))
+    def _parse(self, data: bytes, start: int, stop: int) -> None:
+        """Feed `data[start:stop]` to the parser a piece at a time, until `max_waiting`
+        requests wait: then all from there on (to the end of `data`) is held."""
+        view = None
+        while start < stop:
+            if len(self.pipeline) >= self.max_waiting:
+                self._hold(data, start)
+                return
+            end = self._piece_end(data, start, stop)
+            if end - start == len(data):
+                super().data_received(data)
+            else:  # httptools reads any buffer: a slice of what was read, not a copy
+                view = view or memoryview(data)
+                super().data_received(cast(bytes, view[start:end]))
+            if self.refusal is not None or self.transport.is_closing():
+                return  # refused, or malformed: uvicorn answered its 400
+            if self.parser.should_upgrade():
+                return  # uvicorn drops what follows an upgrade's head in the read
+            start = end
+
+    def _piece_end(self, data: bytes, start: int, stop: int) -> int:
+        """Where the next piece ends: before the second HEAD_END from `start`, so that it ends at
+        most one head, with the body after it (a few heads more within SMALLEST_PIECE)."""
+        first = data.find(HEAD_END, start, stop)
+        second = -1 if first < 0 else data.find(HEAD_END, first + len(HEAD_END), stop)
+        return stop if second < 0 else min(stop, max(second, start + SMALLEST_PIECE))
+
+    def _hold(self, data: bytes, start: int) -> None:
+        """Keep `data[start:]` unparsed until a waiting request's turn comes; past
+        `max_head_bytes` held, stop reading."""
+        if self.held is None:
+            self.held, self.held_from = data, start
+        else:
+            self.held, self.held_from = self.held[self.held_from :] + data[start:], 0
+        if len(self.held) - self.held_from > self.max_head_bytes:
+            self.flow.pause_reading()
+
+    def _release(self) -> None:
+        """A waiting request started: parse on from what was held."""
+        data, start = self.held, self.held_from
+        self.held = None
+        if data is not None:
+            self._received(data, start)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -164,6 +226,11 @@ class HeadDeadline(Facts):
         super().on_response_complete()
         if self.transport.is_closing():
             return
+        if self.held is not None and self.refusal is None:
+            if len(self.pipeline) < self.max_waiting:
+                self._release()
+            if self.held is not None and len(self.held) - self.held_from > self.max_head_bytes:
+                self.flow.pause_reading()  # uvicorn resumed reading: still enough held
         if self.refusal is not None:
             if idle:  # the answers owed before the refused head are out: now its 431
                 self._answer(self.refusal)
@@ -178,6 +245,7 @@ class HeadDeadline(Facts):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.head_due = None
+        self.held = None
         if self.head_timer is not None:
             self.head_timer.cancel()
         if self.linger_timer is not None:

@@ -522,3 +522,28 @@ def test_the_engine_sees_the_operators_key_and_none_of_the_clients_headers() -> 
     assert headers["authorization"] == "…" + engine_key[-4:]
     assert "hostile" not in headers.get("user-agent", "")
     assert "x-overspill-privacy" not in headers
+
+
+def test_pipelined_requests_are_all_answered_in_order_and_not_queued_ahead(
+    keyed: Process,
+) -> None:
+    """256 KB of pipelined GETs (~9,000) in one write, the answers read only afterwards: the
+    proxy used to parse and queue them all at once (a scope and cycle each: tens of megabytes
+    per connection, kept); it parses a few ahead of its answers, and answers every one, in
+    order."""
+    host, port = keyed.url.removeprefix("http://").split(":")
+    count = 9_000
+    pipelined = b"".join(b"GET /healthz?n=%d HTTP/1.1\r\nhost: x\r\n\r\n" % n for n in range(count))
+    assert len(pipelined) >= 256 * 1024
+    before = rss_kib(keyed.popen.pid)
+    with socket.create_connection((host, int(port)), timeout=60) as conn:
+        conn.sendall(pipelined)
+        answers = b""
+        while answers.count(b"HTTP/1.1 ") < count:  # the test's timeout is the backstop
+            more = conn.recv(4096)
+            assert more, "closed before every answer came"
+            answers += more
+    statuses = answers.split(b"HTTP/1.1 ")[1:]
+    assert all(status.startswith(b"200 ") for status in statuses)
+    assert len(statuses) == count
+    assert rss_kib(keyed.popen.pid) - before < 8 * 1024  # no thousands of requests were queued

@@ -264,3 +264,53 @@ async def test_a_closing_clients_body_that_never_ends_is_dropped_at_its_deadline
     protocol.data_received(close)
     await wire.shut.wait()  # the body's deadline closes it; pytest's timeout is the backstop
     assert wire.statuses() == [413]
+
+
+async def test_pipelined_requests_are_parsed_only_a_few_ahead_of_their_answers() -> None:
+    """256 KB of tiny pipelined GETs in one read (~12,000 requests): uvicorn queued each one
+    parsed, with its scope and cycle, so the parser is fed only as far as `max_waiting` requests
+    ahead; the rest waits unparsed, and every request is still answered, in order."""
+    many = b"".join(b"GET /%d HTTP/1.1\r\n\r\n" % n for n in range(12_000))
+    assert len(many) >= 256 * 1024
+    app = App()
+    protocol, wire = connection(app)
+    ahead: list[int] = []
+    served, done = app.__call__, asyncio.Event()
+
+    async def noting(scope: Any, receive: Any, send: Any) -> None:
+        ahead.append(len(protocol.pipeline))
+        await served(scope, receive, send)
+        if len(app.seen) == 12_000:
+            done.set()
+
+    app.__call__ = noting  # type: ignore[method-assign]
+    protocol.app = noting
+    protocol.data_received(many)
+    bound = 12  # max_waiting (8), and the few a piece of 64 bytes may complete past a head's end
+    assert len(protocol.pipeline) <= bound
+    assert len(protocol.server_state.tasks) == 1
+    await done.wait()  # pytest's timeout is the backstop
+    assert max(ahead) <= bound
+    assert [path for path, _, _ in app.seen] == [f"/{n}" for n in range(12_000)]
+    assert wire.statuses() == [200] * 12_000
+    assert not wire.closed
+
+
+async def test_a_body_held_behind_waiting_requests_still_reaches_its_request() -> None:
+    """Bodies of known length and chunked ones, pipelined behind enough GETs to be held, and
+    split across reads anywhere: each request gets its own body."""
+    body = b"b" * 3000
+    post = b"POST /p HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n" % len(body) + body
+    reads = b"".join([head(f"/{n}") for n in range(20)] + [post, chunked(b""), head("/end")])
+    for size in (len(reads), 1000, 7):
+        app, wire = await fed([reads[i : i + size] for i in range(0, len(reads), size)])
+        assert wire.statuses() == [200] * 23
+        assert app.seen[20:] == [("/p", 2, 3000), ("/t", 2, 5), ("/end", 1, 0)]
+
+
+async def test_a_head_read_while_enough_requests_wait_counts_once() -> None:
+    """A head at the limit arriving while `max_waiting` requests wait is held unparsed, then
+    counted when parsed, not twice."""
+    waiting = b"".join(head(f"/{n}") for n in range(9))  # one answered, 8 waiting
+    _, wire = await fed([waiting, head("/last", size=LIMIT)])
+    assert wire.statuses() == [200] * 10
