@@ -115,7 +115,7 @@ class Judge:
         return ToVerify(reading, {c.ident: corrections.get(c.ident) for c in reading}, refused)
 
     async def verified(
-        self, reading: ToVerify, asked: str, holds: Callable[[int], bool], scope: str = ""
+        self, reading: ToVerify, asked: str, holds: Callable[[int], bool], scope: str
     ) -> Candidate | str:
         """The verifier's choice among the candidates `screened` left it; else why none. It
         reads in `scope`'s turn (the cache scope asking: scopes take turns at the verifier)."""
@@ -256,12 +256,9 @@ class Judge:
         return bool(score >= AGREES)
 
     async def _scores(self, question: str, stored: list[str], scope: str) -> Scores:
-        """The verifier's reading in the scope's turn; a store that names no scope reads in the
-        turn every such caller shares."""
+        """The verifier's reading, in the scope's turn."""
         assert self.verifier is not None
-        if scope:
-            return await self.verifier.scores(question, stored, scope)
-        return await self.verifier.scores(question, stored)
+        return await self.verifier.scores(question, stored, scope)
 
 
 async def _embedded(embeds: Embeds, text: str, known: Vector | None) -> Vector:

@@ -180,7 +180,7 @@ class AnswerCache:
         return self._counted(found, vector)
 
     async def _read(self, reading: ToVerify, keys: CacheKeys, vector: Vector) -> Hit | Miss:
-        chosen = await self._judge.verified(reading, keys.query or "", self._holds)
+        chosen = await self._judge.verified(reading, keys.query or "", self._holds, keys.scope)
         return self._counted(self._served(chosen), vector)
 
     def _counted(self, found: Hit | str, vector: Vector) -> Hit | Miss:

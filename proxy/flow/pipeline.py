@@ -354,7 +354,7 @@ class Answering:
         shared = answers.shared(caching, produce)
         try:
             if isinstance(found, Reading):  # the verifier reads while the engine starts
-                raced_to = await raced(found, shared)
+                raced_to = await raced(found, shared, request.prompt_estimate, ticket.computed)
                 if isinstance(raced_to, Hit):
                     return self._hit(raced_to, ticket, caching)
                 if not found.outcome.done():  # dropped before its verdict: the log says why

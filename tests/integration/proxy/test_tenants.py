@@ -672,3 +672,47 @@ async def _eight_at_once_then_give_up(url: str, cloud: str) -> list[httpx.Respon
             task.cancel()
         await asyncio.gather(*sent, return_exceptions=True)
     return answered
+
+
+# --- speculation and the token rate ---------------------------------------------------------
+
+
+def test_speculated_hits_use_the_token_rate_for_the_engine_work_they_withdrew() -> None:
+    """A bucket of 100 tokens (refilling at 0.1 a second: nothing comes back while the test
+    runs). The engine hangs, so each paraphrase's verified hit wins the race against the
+    engine's request started beside it (speculation), which is withdrawn having been sent: its
+    prompt was prefilled, and that is charged, as for a stream closed early, so acme is soon
+    refused (before, such a hit cost nothing and acme never was)."""
+    tenants = KEYED.replace('name = "acme"', 'name = "acme"\ntokens_per_minute = 6\nburst_s = 1000')
+    book = "What is a good book on machine learning?"
+    with (
+        sim(*FAST_ENGINE, *MODEL) as engine,
+        proxy(config(engine.url, tenants, cache=True), env={"GLOBEX_KEY": GLOBEX_KEY}) as p,
+    ):
+        first = chat(p.url, ACME_KEY, max_tokens=4, temperature=0, messages=_asking(book))
+        assert first.status_code == 200
+        wait_until(lambda: _searchable(p.url), "the question embedded, the verifier loaded")
+        httpx.post(engine.url + "/_sim/faults", json={"hang_s": 600}).raise_for_status()
+        paraphrase = _asking("whats a good book on machine learning")
+        statuses = []
+        for _ in range(20):
+            answer = chat(p.url, ACME_KEY, max_tokens=4, temperature=0, messages=paraphrase)
+            statuses.append(answer.status_code)
+            if answer.status_code != 200:
+                break
+            assert answer.headers["x-overspill-cache"] == "hit-semantic"
+            _until(lambda: _in_flight(p.url, "acme") == 0)  # settled: charged what it used
+        assert statuses[-1] == 429, "speculated hits never used the token rate"
+        assert answer.headers["x-overspill-limit"] == "tokens_per_minute"
+        assert len(statuses) >= 3  # the prompt's prefill, not the whole estimate, each time
+        cache = httpx.get(p.url + "/admin/status").json()["cache"]
+        assert cache["withdrawn"] == len(statuses) - 1
+
+
+def _asking(question: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": question}]
+
+
+def _searchable(url: str) -> bool:
+    cache = httpx.get(url + "/admin/status").json()["cache"]
+    return bool(cache["searchable"] >= 1 and cache["verifier_ready"])

@@ -47,7 +47,7 @@ class FakeVerifier:
     def warm(self) -> None:
         self.warmed += 1
 
-    async def scores(self, question: str, stored: Sequence[str]) -> np.ndarray:
+    async def scores(self, question: str, stored: Sequence[str], scope: str = "") -> np.ndarray:
         self.calls.append((question, list(stored)))
         self.entered.set()
         if self.gate is not None:
@@ -207,7 +207,7 @@ async def test_a_typed_near_miss_is_refused_when_its_corrected_reading_disagrees
     typed = "How do I reverse a lsit in Python?"
 
     class Typos(FakeVerifier):
-        async def scores(self, question: str, stored: Sequence[str]) -> np.ndarray:
+        async def scores(self, question: str, stored: Sequence[str], scope: str = "") -> np.ndarray:
             found = await super().scores(question, stored)
             return found if question == typed else found * 0
 
