@@ -26,10 +26,10 @@ from proxy.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
     UpstreamUnreadable,
-    loggable,
 )
 from proxy.legs.answer import Answer
 from proxy.legs.deadlines import Deadlines
+from proxy.upstream_said import loggable
 
 # How long an idle connection to an engine is kept: below the engines' own (uvicorn's, under
 # vLLM and the simulator, closes one after 5 s), so a request never goes out on a connection the

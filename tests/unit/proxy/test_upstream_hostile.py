@@ -17,9 +17,10 @@ import pytest
 from multidict import CIMultiDict
 
 from policies.model import Timeouts
-from proxy.errors import UpstreamStatus, UpstreamUnreadable, retry_after_seconds
+from proxy.errors import UpstreamStatus, UpstreamUnreadable
 from proxy.legs.upstream import Upstream
 from proxy.legs.wire_answer import WireAnswer
+from proxy.upstream_said import retry_after_seconds
 from tests.unit.proxy.test_wire_billing import WORST, Bill
 
 SECRET = "sk-proj-SECRETKEY1234567890abcdef org-AbCdEf123 https://internal.acme.corp:8443/v1"
