@@ -27,7 +27,7 @@ from typing import Any
 
 from bench.privacy_corpus import CLASSES, Case, Score, clean_flagged, counts, load, scores
 from bench.report import plot_path, table
-from policies.entities import ENTITY_DETECTORS, Found, found, read_by_model
+from policies.entities import ENTITY_DETECTORS, Found
 from policies.payload import payload_of
 from policies.pii import DETECTORS, scan
 from policies.redaction import NotRedactable, redacted_body
@@ -42,13 +42,11 @@ def entry_detected(body: dict[str, Any]) -> list[str]:
     return list(scan(payload_of(body).texts, ENABLED).detected)
 
 
-def named(names: Ner, body: dict[str, Any]) -> Found:
-    """What the names model's detectors find (as the cloud leg runs them, without its thread
-    and timeout): only a request about to leave pays it."""
-    payload = payload_of(body)
-    indexes = read_by_model(payload)
-    people = names.people([payload.texts[i] for i in indexes]) if indexes else []
-    return found(payload, ENTITY_DETECTORS, dict(zip(indexes, people, strict=True)))
+def named(names: Ner, body: dict[str, Any], thorough: bool = False) -> Found:
+    """What the names models' detectors find (as the cloud leg runs them, without its thread
+    and timeout; `thorough` where a name sends the request redacted): only a request about to
+    leave pays it."""
+    return names.findings(payload_of(body), ENTITY_DETECTORS, thorough)
 
 
 def leaving(names: Ner, body: dict[str, Any]) -> None:

@@ -3,13 +3,16 @@ someone (pure, given a recogniser of names).
 
 A named-entity model costs milliseconds where a pattern costs microseconds, so these run only
 for a request about to leave for a cloud target (proxy/flow/legs.py), never for one served
-locally. The recogniser (Presidio with a spaCy model, proxy/legs/ner.py) is given in, so the
-rules here are tested without it.
+locally. The recognisers (Presidio with spaCy's English model, and the multilingual names
+tagger, proxy/legs/ner.py) are given in, so the rules here are tested without them.
 
-A name counts when it is a person's full name, or a surname after a title: "Helena Brandt",
-"Mrs. Petrenko". A first name alone ("Hi Sarah") or a single word the model takes for a name
-("Holmes", a tool call's id) identifies nobody. Famous people are names too: the model cannot
-tell Marie Curie from a customer, and a privacy rule errs toward keeping a request local.
+From the English model, a name counts when it is a person's full name, or a surname after a
+title: "Helena Brandt", "Mrs. Petrenko" (a single word it takes for a name, "Holmes" or a tool
+call's id, is often none). From the multilingual tagger, every span counts: it was trained on
+sets whose names include a first name alone in a record ("Nombre: Jose") and names in scripts
+written without spaces, and its threshold already weighs how sure it is. Famous people are
+names too: neither model can tell Marie Curie from a customer, and a privacy rule errs toward
+keeping a request local.
 """
 
 from __future__ import annotations
@@ -43,6 +46,10 @@ _TITLE = re.compile(
 # window cut from inside the text is impossible (only the text's own start is one).
 _TITLE_WINDOW = 8
 _SPACES = re.compile(" +")
+# Han, kana and Hangul: scripts whose words are not parted by spaces (policies/name_features.py)
+_UNSPACED = re.compile(
+    r"[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\uf900-\ufaff]"
+)
 _NAME_ENDS = re.compile(r"\n| - | – |,|;|\(")
 
 
@@ -72,8 +79,13 @@ def unchecked(enabled: Collection[str], why: str) -> Found:
 
 def read_by_model(payload: Payload) -> list[int]:
     """Which of the payload's texts the recogniser reads: those of more than one word (a name
-    is at least two, or a title and one). str.split finds the second word in C."""
-    return [i for i, text in enumerate(payload.texts) if len(text.split(None, 1)) > 1]
+    is at least two, or a title and one; str.split finds the second word in C), and those
+    holding a script written without spaces ("山東昭子" is a full name)."""
+    return [
+        i
+        for i, text in enumerate(payload.texts)
+        if len(text.split(None, 1)) > 1 or _UNSPACED.search(text) is not None
+    ]
 
 
 def to_read(payload: Payload, enabled: Collection[str]) -> list[int] | None:
@@ -93,9 +105,12 @@ def found(
     payload: Payload,
     enabled: Collection[str],
     people: Mapping[int, list[tuple[int, int]]],
+    tagged: Mapping[int, list[tuple[int, int]]] | None = None,
 ) -> Found:
     """The entity detectors' findings, given the recogniser's spans for the texts it read
-    (`people`: text index -> spans)."""
+    (`people`: text index -> spans; English prose, so only full names count), and the
+    multilingual tagger's (`tagged`: every span counts, its threshold already erred toward
+    a name)."""
     values: dict[str, dict[str, None]] = {}  # a dict per detector: distinct, first seen first
     where: dict[str, str] = {}
 
@@ -106,6 +121,9 @@ def found(
     for index, text_spans in sorted(people.items()):
         for name in full_names(payload.texts[index], text_spans):
             note("person", index, name)
+    for index, text_spans in sorted((tagged or {}).items()):
+        for start, end in text_spans:
+            note("person", index, payload.texts[index][start:end])
     if "medical" in enabled:
         anyone = "person" in values
         for index, text in enumerate(payload.texts):

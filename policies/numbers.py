@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from itertools import chain
 
 from policies.re2text import blank, compile_unicode, digits_of, spans
+from policies.reserved import test_card
 
 # Groups separated by spaces and hyphens; and, looked for apart (so a dot never lengthens a
 # candidate the first pattern finds), by dashes, dots or slashes (NFKC has made a no-break space
@@ -69,7 +70,11 @@ def _starts_with_iban(compact: str) -> bool:
 def cards(data: bytes) -> Iterator[tuple[int, int]]:
     data = blank(IBAN, data.upper(), lambda match: match[:2] in IBAN_SHAPED)
     others = (s for s in spans(_CARD_OTHER, data) if _one_separator(data[s[0] : s[1]]))
-    return (s for s in chain(spans(CARD, data), others) if is_card(data[s[0] : s[1]]))
+    return (
+        s
+        for s in chain(spans(CARD, data), others)
+        if is_card(data[s[0] : s[1]]) and not test_card(digits_of(data[s[0] : s[1]]))
+    )
 
 
 def is_card(candidate: bytes) -> bool:

@@ -54,6 +54,9 @@ _PIECE = 512
 # The characters before a cut that may compose into the letter a character after it would join
 # (a Hangul syllable of three jamo, a letter and its marks): Unicode composes no more deeply.
 _JOINED = 8
+_ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})")
+_ESCAPE_CHARS = 6  # "\\u" and four hex digits
+_ESCAPED_PIECE = 8192
 _STOP_EVERY = 4096  # strings walked between looks at whether the caller gave up
 _T = TypeVar("_T")
 
@@ -80,10 +83,13 @@ _FOLD = _Fold()
 
 
 def normalized(text: str, limit: int | None = None) -> str:
-    """`text` as the detectors read it. ASCII text is returned as it is (nothing to do). A long
-    text is normalised a piece at a time, each cut where NFKC treats both sides apart, so the
-    result is the same as the whole text's; with `limit`, only until it is longer than `limit`
-    characters (past a scan's cap, text counts as found and need not be read)."""
+    """`text` as the detectors read it. ASCII text is returned as it is (nothing to do), once
+    its JSON escapes are read. A long text is normalised a piece at a time, each cut where NFKC
+    treats both sides apart, so the result is the same as the whole text's; with `limit`, only
+    until it is longer than `limit` characters (past a scan's cap, text counts as found and need
+    not be read)."""
+    if "\\u" in text:
+        text = unescaped(text, limit)
     if text.isascii():
         return text
     if len(text) <= _PIECE:
@@ -96,6 +102,33 @@ def normalized(text: str, limit: int | None = None) -> str:
         size += len(form)
         start = end
     return "".join(forms)
+
+
+def unescaped(text: str, limit: int | None = None) -> str:
+    """`text` with its JSON `\\uXXXX` escapes read as the characters they stand for, as a
+    model reads them: a tool's result dumped as JSON with every non-ASCII letter escaped
+    ("\\u5ca1\\u90e8") holds the name it spells. Escapes of quotes, backslashes and control
+    characters stay (the text may be JSON a client sends on: it must stay valid); surrogate
+    pairs join, a lone one reads as U+FFFD. A piece at a time, none ending inside an escape."""
+    forms: list[str] = []
+    size = start = 0
+    while start < len(text) and (limit is None or size <= limit):
+        end = min(len(text), start + _ESCAPED_PIECE)
+        if end < len(text):
+            inside = text.rfind("\\", end - _ESCAPE_CHARS, end)
+            end = inside if inside > start else end
+        forms.append(form := _ESCAPE.sub(_escaped_char, text[start:end]))
+        size += len(form)
+        start = end
+    joined = "".join(forms)  # past `limit`, the rest is left out: over the cap, it counts as found
+    if any(0xD800 <= ord(char) <= 0xDFFF for char in joined if char > "\ud7ff"):
+        return joined.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return joined
+
+
+def _escaped_char(match: re.Match[str]) -> str:
+    code = int(match.group(1), 16)
+    return match.group(0) if code < 0x20 or code in (0x22, 0x5C) else chr(code)
 
 
 def _normal(text: str) -> str:

@@ -3,7 +3,8 @@
 DETECTORS names every detector a policy may switch on and map to a level: e-mail addresses,
 phone numbers and IP addresses here; card, IBAN and SSN numbers in policies/numbers.py; national
 IDs, passport numbers and birth dates in policies/identifiers.py; credentials in
-policies/secrets.py. Each finds candidates with a pattern and confirms them where a checksum or
+policies/secrets.py; record numbers (patient, customer, plate ...) by their label in
+policies/records.py. Each finds candidates with a pattern and confirms them where a checksum or
 a context word exists, so order numbers and version strings are not taken for personal data.
 Detection can only make a request stricter, and a detector that fails counts as one that found
 something.
@@ -31,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, chain, islice
 
-from policies import addresses, identifiers, numbers, secrets
+from policies import addresses, identifiers, numbers, records, secrets
 from policies.re2text import (
     Finder,
     blank,
@@ -41,6 +42,8 @@ from policies.re2text import (
     spans,
     to_bytes,
 )
+from policies.reserved import documentation_ip, reserved_address
+from policies.spelled import respelled
 
 log = logging.getLogger("overspill")
 
@@ -80,7 +83,11 @@ _IPV6 = compile_unicode(rf"(?:^|[^\w:])({'|'.join(_IPV6_FORMS)})(?:[^\w:]|$)")
 
 
 def _emails(data: bytes) -> Iterator[tuple[int, int]]:
-    return (s for s in spans(_EMAIL, data) if not _in_url_authority(data, s[0]))
+    return (
+        (start, end)
+        for start, end in spans(_EMAIL, data)
+        if not _in_url_authority(data, start) and not reserved_address(data[start:end])
+    )
 
 
 def _in_url_authority(data: bytes, start: int) -> bool:
@@ -111,10 +118,11 @@ def _ips(data: bytes) -> Iterator[tuple[int, int]]:
     v4 = ((s, e) for s, e in spans(_IPV4, data) if not _versioned(data[max(0, s - 24) : s]))
     for start, end in chain(v4, spans(_IPV6, data)):
         try:
-            ipaddress.ip_address(data[start:end].decode())
+            address = ipaddress.ip_address(data[start:end].decode())
         except ValueError:
             continue
-        yield start, end
+        if not documentation_ip(address):
+            yield start, end
 
 
 def _versioned(before: bytes) -> bool:
@@ -154,10 +162,9 @@ FINDERS: dict[str, Finder] = {
     "passport": identifiers.passports,
     "date_of_birth": identifiers.dates_of_birth,
     "street_address": addresses.street_addresses,
+    "record_number": records.record_numbers,
 }
-DETECTORS: dict[str, Callable[[str], bool]] = {
-    name: detector_of(finder) for name, finder in FINDERS.items()
-}
+DETECTORS: dict[str, Callable[[str], bool]] = {n: detector_of(f) for n, f in FINDERS.items()}
 
 
 class Abandoned(Exception):
@@ -198,10 +205,13 @@ def scan(
     # One search per detector over all the texts: a body of a million one-letter strings must
     # not cost a million calls each. No pattern takes the separator, and every boundary does.
     joined = SEPARATOR.join(scanned)
+    # Read again as a model reads it where something is spelled out ("jsmith at gmail dot
+    # com", "five five five ..."): a finding in either counts (no separator is spelled).
+    spelled = respelled(joined) if joined else None
     detected = []
     for name in names:
         _go_on(stop)
-        if joined and fires(name, joined):
+        if joined and (fires(name, joined) or (spelled is not None and fires(name, spelled))):
             detected.append(name)
     unscanned = tuple(name for name in names if name not in detected) if beyond else ()
     first = _located(detected, joined, scanned, texts, stop) if locate else {}

@@ -148,3 +148,11 @@ def _meta(body: dict[str, Any]) -> str | None:
 def request_texts(body: dict[str, Any]) -> list[str]:
     """Every string of the body as the detectors read it (policies/payload.py)."""
     return list(payload_of(body).texts)
+
+
+def names_redacted(privacy: Privacy) -> bool:
+    """Whether a name found sends a request on redacted rather than keeping it local: then
+    the names tagger reads at its thorough threshold (a false flag costs a placeholder, not
+    the overflow)."""
+    person = privacy.detectors.get("person")
+    return person is not None and privacy.level(person).redact

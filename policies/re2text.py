@@ -36,11 +36,17 @@ class Pattern(Protocol):
     def search(self, text: bytes, pos: int = ...) -> Match | None: ...
 
 
-def compile_unicode(pattern: str) -> Pattern:
-    r"""A pattern written with Python's \d, \D, \w and \s, for RE2, with their meaning."""
+def compile_unicode(pattern: str, max_mem: int = 0) -> Pattern:
+    r"""A pattern written with Python's \d, \D, \w and \s, for RE2, with their meaning.
+    `max_mem`: more memory than RE2's default 8 MiB for a pattern of many words that its
+    automaton needs to stay fast (it falls back to a slower, still linear, search without)."""
     unicode = pattern.replace(r"\d", _DIGIT).replace(r"\D", _NOT_DIGIT)
     unicode = unicode.replace(r"\w", _WORD).replace(r"\s", _SPACE)
-    compiled: Pattern = re2.compile(unicode)
+    if not max_mem:
+        return re2.compile(unicode)  # type: ignore[no-any-return]
+    options = re2.Options()
+    options.max_mem = max_mem
+    compiled: Pattern = re2.compile(unicode, options)
     return compiled
 
 

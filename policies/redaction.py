@@ -24,6 +24,7 @@ from policies.payload import (
 )
 from policies.pii import FINDERS, SCAN_LIMIT_CHARS, scan
 from policies.re2text import to_bytes
+from policies.spelled import respelled
 
 # "<" + a kind in capitals + "_" + a number + ">", the longest it may be.
 MAX_PLACEHOLDER = 40
@@ -263,6 +264,8 @@ def redacted_body(
             spans = found(text, names) + values_in.spans(to_bytes(text))
             if spans and is_key:
                 raise NotRedactable("personal data in a field name")
+            if (spelled := respelled(text)) is not None and found(spelled, names):
+                raise NotRedactable("personal data spelled out (no placeholder can stand in)")
             return redacted(text, spans, places) if spans else value
         if isinstance(value, list):
             return [walk(item) for item in value]

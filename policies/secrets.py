@@ -1,5 +1,6 @@
 """A detector of credentials in request text (pure): cloud access keys, private keys, access
-tokens, JWTs and passwords in connection strings.
+tokens, JWTs, passwords in connection strings, and a credential written as a label and a value
+in any of some forty languages (policies/credentials.py).
 
 The shapes are those the well-kept scanners look for (detect-secrets' plugins, gitleaks' rules):
 a provider's fixed prefix and alphabet where it has one (AWS key ids, GitHub, Slack, Stripe,
@@ -17,6 +18,7 @@ from collections.abc import Iterator
 
 import re2  # type: ignore[import-untyped]
 
+from policies.credentials import credentials
 from policies.re2text import spans
 
 _TOKENS = re2.compile(
@@ -80,6 +82,7 @@ def secrets(data: bytes) -> Iterator[tuple[int, int]]:
         yield from (s for s in spans(pattern, data) if _looks_random(_text(data, s)))
     for pattern in (_URL_PASSWORD, _KEY_VALUE_PASSWORD, _ASSIGNED):
         yield from (s for s in spans(pattern, data) if not placeholder(_text(data, s)))
+    yield from credentials(data)
 
 
 def _text(data: bytes, span: tuple[int, int]) -> str:

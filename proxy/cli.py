@@ -8,7 +8,7 @@ import sys
 from proxy import serve
 from proxy.demo import traffic as demo_traffic
 from proxy.engine_setup import cli as engine_cli
-from proxy.ops import check, explain, make_verifier
+from proxy.ops import check, explain, make_verifier, names_training
 from proxy.sim import cli as sim_cli
 
 
@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     engine_cli.add_parser(commands)
     demo_traffic.add_parser(commands)
     make_verifier.add_parser(commands)
+    names_training.add_parser(commands)
     args = parser.parse_args(argv)
     code: int = args.run(args)
     return code

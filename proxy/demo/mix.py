@@ -123,7 +123,7 @@ def _personal(rng: random.Random) -> str:
     name = rng.choice(_NAMES)
     order = rng.randrange(10_000, 99_999)
     if rng.random() < 0.5:
-        return f"Draft a reply to {name}.{rng.randrange(100)}@example.com about order {order}."
+        return f"Draft a reply to {name}.{rng.randrange(100)}@exemplo.com about order {order}."
     phone = f"+1 415 555 {rng.randrange(10_000):04d}"
     return f"Summarise the call with {name.title()} ({phone}) about order {order}."
 

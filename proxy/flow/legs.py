@@ -23,7 +23,7 @@ from policies.decide import Target
 from policies.entities import ENTITY_DETECTORS, Found
 from policies.model import CloudTarget, Policy, Tenant
 from policies.payload import payload_of
-from policies.privacy import Classification, raised
+from policies.privacy import Classification, names_redacted, raised
 from policies.redaction import NotRedactable, Placeholders, redacted_body
 from proxy.errors import UpstreamNotConnected
 from proxy.flow.affinity import Prefill, Prompt
@@ -50,12 +50,11 @@ class Cleared:
         return f"privacy={level}: {target.name} may not take it{why}"
 
 
-# The body as it leaves redacted with its placeholders, or why it cannot be redacted.
-Redaction = tuple[dict[str, Any], Placeholders] | str
+Redaction = tuple[dict[str, Any], Placeholders] | str  # the body redacted, or why it cannot be
 _T = TypeVar("_T")
-# Clearing a request for a cloud (its texts normalised, the redaction) costs up to ~2.4 us a
-# byte of a small body on hostile text (U+FDFA, near-miss digits; 4 us a byte at 4 KB), so from
-# this size it runs in a worker thread (a hop costs ~50 us): at most ~0.6 ms on the loop.
+# Clearing a request for a cloud (texts normalised, the redaction) costs up to ~2.4 us a byte of
+# a small body on hostile text (U+FDFA, near-miss digits; 4 us a byte at 4 KB), so from this
+# size it runs in a worker thread (a hop costs ~50 us): at most ~0.6 ms on the loop.
 CLEAR_INLINE_BYTES = 256
 
 
@@ -217,7 +216,8 @@ class CloudLeg:
         """The texts as the detectors read them (normalised off the loop when long), then the
         names model's findings, worked out in its own thread."""
         payload = await _off_loop(request, lambda: payload_of(request.body))
-        return await self.runtime.ner.screen(payload, wanted, self.policy.privacy.scan_timeout_s)
+        privacy, ner = self.policy.privacy, self.runtime.ner
+        return await ner.screen(payload, wanted, privacy.scan_timeout_s, names_redacted(privacy))
 
     async def _redact(self, request: ProxyRequest, found: Found) -> Redaction:
         if found.unchecked:  # names the model did not read are not known, so not redacted

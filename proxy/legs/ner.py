@@ -1,6 +1,7 @@
 """The names model: Presidio's analyzer on a spaCy model that a pip package ships (the `ner`
-extra), run for requests about to leave for a cloud target (policies/entities.py says what
-counts).
+extra), and beside it the multilingual names tagger the package ships (proxy/legs/name_tagger.py:
+any script, forms and records), run for requests about to leave for a cloud target
+(policies/entities.py says what counts).
 
 Loaded once (importing spaCy and Presidio takes seconds): at start when the policy needs it, off
 the event loop. It runs in one thread of its own, one request's texts at a time (spaCy makes no
@@ -26,6 +27,7 @@ from typing import Any
 
 from policies.entities import ENTITY_LIMIT_CHARS, Found, found, model_text, to_read, unchecked
 from policies.payload import Payload
+from proxy.legs.name_tagger import NameTagger
 
 log = logging.getLogger("overspill")
 
@@ -63,6 +65,7 @@ class Ner:
     def __init__(self) -> None:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="overspill-ner")
         self._analyzer: Any = None
+        self._tagger: NameTagger | None = None
         self._loading: Future[None] | None = None
 
     def load(self) -> Future[None]:
@@ -74,6 +77,15 @@ class Ner:
     def _load(self) -> None:
         if self._analyzer is None:
             self._analyzer = _analyzer()
+        if self._tagger is None:
+            self._tagger = NameTagger()
+
+    def tagged(self, texts: Sequence[str], thorough: bool = False) -> list[list[tuple[int, int]]]:
+        """Blocking (in the model's thread): per text, the spans the multilingual tagger takes
+        for people's names (`thorough`: at its lower threshold)."""
+        self._load()
+        assert self._tagger is not None
+        return [self._tagger.people(model_text(text), thorough) for text in texts]
 
     def people(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
         """Blocking (in the model's thread): per text, the spans the model takes for people."""
@@ -86,10 +98,12 @@ class Ner:
         )
         return [[(hit.start, hit.end) for hit in hits] for hits in results]
 
-    async def screen(self, payload: Payload, enabled: Collection[str], timeout_s: float) -> Found:
+    async def screen(
+        self, payload: Payload, enabled: Collection[str], timeout_s: float, thorough: bool = False
+    ) -> Found:
         """The entity detectors' findings on the texts that would leave, worked out in the
         model's thread; fail closed."""
-        job = asyncio.wrap_future(self._thread.submit(self.findings, payload, enabled))
+        job = asyncio.wrap_future(self._thread.submit(self.findings, payload, enabled, thorough))
         try:
             return await asyncio.wait_for(job, timeout_s)
         except TimeoutError:
@@ -100,14 +114,21 @@ class Ner:
             log.exception("the names model failed: counted as a detection")
             return unchecked(enabled, "the names model failed")
 
-    def findings(self, payload: Payload, enabled: Collection[str]) -> Found:
+    def findings(self, payload: Payload, enabled: Collection[str], thorough: bool = False) -> Found:
         """Blocking (in the model's thread): the model on the texts it reads, if any (a request
         of single words never loads it), and the rules on its spans."""
         indexes = to_read(payload, enabled)
         if indexes is None:
             return unchecked(enabled, f"text beyond the names model's limit ({ENTITY_LIMIT_CHARS})")
-        spans = self.people([payload.texts[i] for i in indexes]) if indexes else []
-        return found(payload, enabled, dict(zip(indexes, spans, strict=True)))
+        texts = [payload.texts[i] for i in indexes]
+        spans = self.people(texts) if indexes else []
+        tagged = self.tagged(texts, thorough) if indexes else []
+        return found(
+            payload,
+            enabled,
+            dict(zip(indexes, spans, strict=True)),
+            dict(zip(indexes, tagged, strict=True)),
+        )
 
     def close(self) -> None:
         self._thread.shutdown(wait=False, cancel_futures=True)

@@ -181,7 +181,7 @@ async def test_personal_data_stays_local_while_the_engines_are_full(the_demo: De
         for i in range(2 * the_demo.local_slots)
     ]
     personal = [
-        body(f"Write to jane.{run}@example.com about order {i}", temperature=1.0) for i in range(3)
+        body(f"Write to jane.{run}@exemplo.com about order {i}", temperature=1.0) for i in range(3)
     ]
     personal.append(body(f"Call Jane ({run}) back on +1 415 555 0199", temperature=1.0))
     replies = await burst(the_demo.url, filler + personal)
@@ -301,7 +301,7 @@ def test_with_the_local_engines_killed_the_cloud_answers_and_personal_data_is_re
             "the proxy sees every local engine down",
         )
         public = the_demo.chat("Which payment methods do you accept?")
-        private = the_demo.chat("Forward this to jane.doe@example.com please")
+        private = the_demo.chat("Forward this to jane.doe@exemplo.com please")
         reached = the_demo.cloud_bodies()
     assert public.status_code == 200, public.text
     assert public.headers["x-overspill-route"] == f"cloud/{CLOUD}"
@@ -347,7 +347,7 @@ def test_the_mix_has_every_kind_both_tenants_and_both_deliveries() -> None:
         cacheable = p.kind in ("popular question", "paraphrase")
         assert ("temperature" in p.body) is not cacheable, p
     personal = [p.body["messages"][-1]["content"] for p in planned if p.kind == "personal data"]
-    assert any("@example.com" in text for text in personal)
+    assert any("@exemplo.com" in text for text in personal)
     assert any("+1 415 555" in text for text in personal)
 
 

@@ -72,7 +72,7 @@ def test_a_whole_answer_comes_back_as_the_provider_sent_it(wired: tuple[Process,
     answer = client(p).chat.completions.with_raw_response.create(
         model="m",
         messages=[{"role": "user", "content": "hello"}],
-        user="jane@example.com",
+        user="jane@exemplo.com",
         extra_body={"api_base": "http://evil.example", "mock_response": "owned"},
     )
     assert answer.headers["x-overspill-route"] == "cloud/mini"
@@ -136,7 +136,7 @@ def test_a_redacted_stream_over_the_wire_comes_back_whole() -> None:
         down = backend_toml("gone", "vllm", "http://127.0.0.1:9", {"m": "m"})
         target = cloud_toml("mini", cloud.url) + 'wire = "openai"\n'
         with proxy(down + target + ROUTE + REDACTING) as p:
-            text = "Write to jane.doe@example.com today"
+            text = "Write to jane.doe@exemplo.com today"
             stream = client(p).chat.completions.create(
                 model="m", messages=[{"role": "user", "content": text}], stream=True
             )

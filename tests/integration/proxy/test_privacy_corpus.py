@@ -39,8 +39,9 @@ ENDPOINT = {"completions": "/v1/completions", "completions_suffix": "/v1/complet
 ENDPOINT |= {"embeddings": "/v1/embeddings"}
 
 
-@pytest.fixture(scope="module")
-def leaving() -> Iterator[tuple[Process, Process]]:
+@contextlib.contextmanager
+def cloud_only_proxy() -> Iterator[tuple[Process, Process]]:
+    """A proxy under POLICY whose local engine is down, and the cloud simulator behind it."""
     with contextlib.ExitStack() as stack:
         flags = engine_flags(
             personality="cloud", output_tokens=2, decode_base_ms=1, network_latency_ms=0
@@ -49,6 +50,12 @@ def leaving() -> Iterator[tuple[Process, Process]]:
         down = backend_toml("gone", "vllm", "http://127.0.0.1:9", {"m": "m"})
         text = down + cloud_toml("mini", cloud.url) + POLICY
         yield stack.enter_context(proxy(text)), cloud
+
+
+@pytest.fixture(scope="module")
+def leaving() -> Iterator[tuple[Process, Process]]:
+    with cloud_only_proxy() as pair:
+        yield pair
 
 
 @pytest.fixture(scope="module")

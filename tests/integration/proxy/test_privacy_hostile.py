@@ -62,8 +62,8 @@ def test_text_beyond_the_scan_limit_never_reaches_the_cloud(
     ("path", "extra"),
     [
         ("chat", {"prediction": {"type": "content", "content": "SSN 123-45-6789"}}),
-        ("chat", {"user": "jane.doe@example.com"}),
-        ("chat", {"stop": ["4111 1111 1111 1111"]}),
+        ("chat", {"user": "jane.doe@exemplo.com"}),
+        ("chat", {"stop": ["4539 1488 0343 6467"]}),
         (
             "chat",
             {
@@ -71,12 +71,12 @@ def test_text_beyond_the_scan_limit_never_reaches_the_cloud(
                     "type": "json_schema",
                     "json_schema": {
                         "name": "x",
-                        "schema": {"description": "reply to jane.doe@example.com"},
+                        "schema": {"description": "reply to jane.doe@exemplo.com"},
                     },
                 }
             },
         ),
-        ("completions", {"suffix": "# contact bob@example.com"}),
+        ("completions", {"suffix": "# contact bob@exemplo.com"}),
     ],
     ids=["prediction", "user", "stop", "schema", "suffix"],
 )
@@ -179,7 +179,7 @@ def test_a_body_of_a_kilobyte_is_scanned_in_a_worker_thread(
     keeps it from the cloud."""
     p, cloud = guarded
     before = len(httpx.get(cloud.url + "/_sim/requests").json()["requests"])
-    text = "Please write to jane.doe@example.com. " + "The rest is ordinary prose. " * 34
+    text = "Please write to jane.doe@exemplo.com. " + "The rest is ordinary prose. " * 34
     body = {"model": "m", "messages": [{"role": "user", "content": text}]}
     with httpx.Client(timeout=60) as client:
         started, _ = _scans(client, p.url)

@@ -78,11 +78,11 @@ def sdk(url: str, sent: list[httpx.Request]) -> openai.OpenAI:
 
 
 DISGUISED = [
-    "write to jane\u200b.doe@example.com about it",  # a zero-width space inside
+    "write to jane\u200b.doe@exemplo.com about it",  # a zero-width space inside
     "my number is +44 20 7946 0958.",  # a full stop right after it
-    "card \uff14\uff11\uff11\uff11 \uff11\uff11\uff11\uff11 1111 1111",  # fullwidth digits
-    "card 4111\u20131111\u20131111\u20131111",  # en dashes
-    "card 4111.1111.1111.1111",  # dots
+    "card \uff14\uff15\uff13\uff19 \uff11\uff14\uff18\uff18 0343 6467",  # fullwidth digits
+    "card 4539\u20131488\u20130343\u20136467",  # en dashes
+    "card 4539.1488.0343.6467",  # dots
     "my SSN is 123 45 6789",  # spaces
     "my SSN is 123456789",  # no separators, said to be one
     "ssn \u0661\u0662\u0663-\u0664\u0665-\u0666\u0667\u0668\u0669",  # Arabic-Indic digits
@@ -123,7 +123,8 @@ NEAR_MISSES = [
     "ISBN 978-3-16-148410-0, second edition",
     "uuid 123e4567-e89b-12d3-a456-426614174000",
     "meet on 2024-05-01 at 12:30",
-    "Hi Sam, can you rephrase this so it sounds friendlier?",  # a first name alone
+    # (a first name alone counts now: in a record, "Nombre: Jose" is the patient; issue 31)
+    "Hi team, can you rephrase this so it sounds friendlier?",
     "What is the usual dose of ibuprofen for adults?",  # medicine, about nobody
     "Is Oxford Street busy on Saturdays?",  # a street, no address
 ]
@@ -193,8 +194,8 @@ person = "personal"
 """
 )
 PERSONAL = (
-    "Please send the contract to Bartholomew Okonkwo at jane.doe@example.com or call"
-    " +44 20 7946 0958 about card 4111 1111 1111 1111."
+    "Please send the contract to Bartholomew Okonkwo at jane.doe@exemplo.com or call"
+    " +44 20 7946 0958 about card 4539 1488 0343 6467."
 )
 
 

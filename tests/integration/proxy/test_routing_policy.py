@@ -159,10 +159,10 @@ async def test_streamed_overflow_arrives_as_openai_chunks(stack: Stack) -> None:
         (chat("secret plan", metadata={"privacy": "restricted"}), {}),
         (chat("secret plan"), {"X-Overspill-Privacy": "restricted"}),
         (chat("secret plan"), {"X-Overspill-Tenant": "hr"}),
-        (chat("write to jane.doe@example.com about the plan"), {}),
-        (chat("my card is 4111 1111 1111 1111, charge it"), {}),
+        (chat("write to jane.doe@exemplo.com about the plan"), {}),
+        (chat("my card is 4539 1488 0343 6467, charge it"), {}),
         (
-            chat("my card is 4111 1111 1111 1111", metadata={"privacy": "public"}),
+            chat("my card is 4539 1488 0343 6467", metadata={"privacy": "public"}),
             {"X-Overspill-Privacy": "public"},
         ),
     ],
@@ -311,7 +311,7 @@ def test_restricted_requests_stay_local_while_the_policy_is_reloaded(tmp_path: P
                 # short answers: the restricted ones queue for the one local sequence
                 bodies = [chat(f"filler {i}", max_tokens=8) for i in range(10)]
                 secret = [
-                    chat(f"secret {i} for jane.doe@example.com", max_tokens=8) for i in range(10)
+                    chat(f"secret {i} for jane.doe@exemplo.com", max_tokens=8) for i in range(10)
                 ]
                 pairs = [b for pair in zip(bodies, secret, strict=True) for b in pair]
                 responses += asyncio.run(burst(p.url, pairs))

@@ -61,6 +61,23 @@ def test_the_model_reads_only_texts_of_more_than_one_word() -> None:
     assert [payload.texts[i] for i in read_by_model(payload)] == ["Ring Ada Byron"]
 
 
+def test_the_model_reads_a_text_of_an_unspaced_script_however_few_its_spaces() -> None:
+    body = {
+        "messages": [{"role": "user", "content": "山東昭子"}, {"role": "user", "content": "OK"}]
+    }
+    payload = payload_of(body)
+    assert [payload.texts[i] for i in read_by_model(payload)] == ["山東昭子"]
+
+
+def test_every_span_of_the_multilingual_tagger_is_a_person() -> None:
+    body = {"messages": [{"role": "user", "content": "漫画家・岡部冬彦が描いた"}]}
+    payload = payload_of(body)
+    index = payload.texts.index("漫画家・岡部冬彦が描いた")
+    result = found(payload, ["person"], {index: []}, {index: [(4, 8)]})
+    assert result.values == {"person": ("岡部冬彦",)}
+    assert result.reason("person") == "detected person in messages[0].content"
+
+
 def test_found_names_the_path_and_keeps_the_values_for_redaction() -> None:
     body = {"messages": [{"role": "user", "content": "Ring Ada Byron about it"}]}
     payload = payload_of(body)

@@ -10,7 +10,7 @@ from policies.model import Privacy, PrivacyLevel
 from policies.payload import payload_of
 from policies.privacy import classify
 
-CARD = "4111 1111 1111 1111"
+CARD = "4539 1488 0343 6467"
 PRIVACY = Privacy(
     (PrivacyLevel("public"), PrivacyLevel("restricted", cloud="none")),
     "public",

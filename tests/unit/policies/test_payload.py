@@ -5,6 +5,7 @@ name the detector and the field, never the value."""
 from __future__ import annotations
 
 import base64
+import json
 import random
 from typing import Any
 
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.model import Privacy, PrivacyLevel
-from policies.payload import _walk, normalized, payload_of
+from policies.payload import _walk, normalized, payload_of, unescaped
 from policies.privacy import classify
 from policies.redaction import redacted_body
 
@@ -37,9 +38,9 @@ def chat(*contents: Any) -> dict[str, Any]:
         ("\uff14\uff11\uff11\uff11", "4111"),  # fullwidth digits
         ("\u0664\u0661\u0661", "411"),  # Arabic-Indic digits
         ("\u096a\u0967", "41"),  # Devanagari digits
-        ("jane\u200b@example.com", "jane@example.com"),  # zero-width space
+        ("jane\u200b@exemplo.com", "jane@exemplo.com"),  # zero-width space
         ("ja\u00adne@exa\u2060mple.com", "jane@example.com"),  # soft hyphen, word joiner
-        ("\u202ejane@example.com\u202c", "jane@example.com"),  # bidirectional overrides
+        ("\u202ejane@exemplo.com\u202c", "jane@exemplo.com"),  # bidirectional overrides
         ("\uff4a\uff41\uff4e\uff45\uff20example.com", "jane@example.com"),  # fullwidth letters, @
         ("\ufb01le", "file"),  # a ligature
         ("plain ascii stays", "plain ascii stays"),
@@ -52,8 +53,8 @@ def test_text_is_read_as_a_model_reads_it(written: str, read: str) -> None:
 @pytest.mark.parametrize(
     "written",
     [
-        "mail me at jane\u200b.doe@example.com",
-        "card \uff14\uff11\uff11\uff11 1111 1111 1111",
+        "mail me at jane\u200b.doe@exemplo.com",
+        "card \uff14\uff15\uff13\uff19 1488 0343 6467",
         "ssn \u0661\u0662\u0663-\u0664\u0665-\u0666\u0667\u0668\u0669",
         "call +44\u00a020\u00a07946\u00a00958 today",
     ],
@@ -84,17 +85,17 @@ def test_every_string_is_read_with_its_path() -> None:
 @pytest.mark.parametrize(
     ("body", "where"),
     [
-        ({"user": "jane@example.com"}, "user"),
-        (chat("hi", "hi", "write to jane@example.com"), "messages[2].content"),
-        ({"metadata": {"owner": "jane@example.com"}}, "metadata.owner"),
+        ({"user": "jane@exemplo.com"}, "user"),
+        (chat("hi", "hi", "write to jane@exemplo.com"), "messages[2].content"),
+        ({"metadata": {"owner": "jane@exemplo.com"}}, "metadata.owner"),
         (
             {"prediction": {"type": "content", "content": "SSN 123-45-6789"}},
             "prediction.content",
         ),
         ({"suffix": "call +1 415 555 0100"}, "suffix"),
-        ({"input": ["ok", "card 4111 1111 1111 1111"]}, "input[1]"),
+        ({"input": ["ok", "card 4539 1488 0343 6467"]}, "input[1]"),
         (
-            {"response_format": {"json_schema": {"description": "for jane@example.com"}}},
+            {"response_format": {"json_schema": {"description": "for jane@exemplo.com"}}},
             "response_format.json_schema.description",
         ),
     ],
@@ -140,8 +141,8 @@ def test_media_data_is_counted_not_read(part: dict[str, Any]) -> None:
 
 def test_what_leaves_with_a_media_part_is_still_read() -> None:
     """A URL or a file name is text that leaves with the request."""
-    url = {"type": "image_url", "image_url": {"url": "https://x.test/jane@example.com.png"}}
-    named = {"type": "file", "file": {"file_data": "JVBER", "filename": "jane@example.com.pdf"}}
+    url = {"type": "image_url", "image_url": {"url": "https://x.test/jane@exemplo.com.png"}}
+    named = {"type": "file", "file": {"file_data": "JVBER", "filename": "jane@exemplo.com.pdf"}}
     assert level(chat([url]))[0] == "restricted"
     assert level(chat([named]))[0] == "restricted"
 
@@ -189,8 +190,35 @@ def test_texts_and_media_are_what_the_walk_with_paths_finds(body: dict[str, Any]
 def test_a_part_whose_type_is_not_text_is_read_as_any_other(kind: object) -> None:
     """A client's `type` may be any JSON value: a list or an object is no key of the set of
     media types (it raised TypeError, a 500, on the detectors' and redaction's walks)."""
-    body = chat([{"type": kind, "text": "write to jane@example.com"}])
+    body = chat([{"type": kind, "text": "write to jane@exemplo.com"}])
     assert level(body)[0] == "restricted"
     redacted, places = redacted_body(body, EVERY_DETECTOR)
-    assert "jane@example.com" not in str(redacted)
+    assert "jane@exemplo.com" not in str(redacted)
     assert places
+
+
+def test_json_escapes_are_read_as_the_characters_they_spell() -> None:
+    record = json.dumps({"note": "岡部冬彦 😀 mail: jsmith@corp.example"})
+    payload = payload_of({"messages": [{"role": "tool", "content": record}]})
+    assert '{"note": "岡部冬彦 😀 mail: jsmith@corp.example"}' in payload.texts
+
+
+def test_escapes_that_would_break_json_stay_escaped() -> None:
+    assert (
+        unescaped(r"say \u0022hi\u0022 \u005c \u000a \u0041")
+        == r"say \u0022hi\u0022 \u005c \u000a A"
+    )
+
+
+def test_a_lone_surrogate_reads_as_a_replacement_character() -> None:
+    assert unescaped(r"a\ud83d b") == "a\ufffd b"
+
+
+def test_an_escape_is_never_cut_between_pieces() -> None:
+    text = "x" * 8190 + r"\u5ca1" + "y"
+    assert unescaped(text) == "x" * 8190 + "岡" + "y"
+
+
+def test_unescaping_stops_past_the_limit() -> None:
+    text = r"\u5ca1" * 100_000
+    assert len(unescaped(text, limit=10_000)) < 20_000

@@ -13,6 +13,7 @@ from policies.privacy import (
     UnknownLevel,
     classify,
     header_levels,
+    names_redacted,
     request_texts,
 )
 
@@ -25,7 +26,7 @@ LEVELS = (
 DETECTORS = {"email": "internal", "payment_card": "secret", "us_ssn": "confidential"}
 POLICY = Privacy(LEVELS, "public", DETECTORS)
 HEADER = "header X-Overspill-Privacy"
-CARD = "my card is 4111 1111 1111 1111"
+CARD = "my card is 4539 1488 0343 6467"
 
 
 def chat(*texts: str, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -91,7 +92,7 @@ def test_a_detector_raises_the_level_to_the_one_it_maps_to() -> None:
 
 
 def test_the_strictest_of_all_sources_wins() -> None:
-    body = chat("write to jane@example.com", metadata={"privacy": "confidential"})
+    body = chat("write to jane@exemplo.com", metadata={"privacy": "confidential"})
     result = classify(POLICY, header="internal", body=body, tenant=Tenant("acme", "internal"))
     # the e-mail address was found, though a stricter claim names the level
     assert result == Classification(
@@ -116,12 +117,12 @@ def test_a_public_header_does_not_lower_a_strict_policy_default() -> None:
 
 
 def test_a_detector_mapping_to_a_lower_level_does_not_lower_the_header() -> None:
-    assert level_of(chat("jane@example.com"), header="secret") == "secret"
+    assert level_of(chat("jane@exemplo.com"), header="secret") == "secret"
 
 
 def test_reasons_list_every_source_that_set_the_final_level_in_order() -> None:
     privacy = Privacy(LEVELS, "internal", DETECTORS)
-    body = chat("mail jane@example.com", metadata={"privacy": "internal"})
+    body = chat("mail jane@exemplo.com", metadata={"privacy": "internal"})
     result = classify(privacy, header="internal", body=body, tenant=Tenant("acme", "internal"))
     assert result.level == "internal"
     assert result.reasons == (
@@ -179,7 +180,7 @@ def test_metadata_without_privacy_changes_nothing() -> None:
 
 def test_a_detector_not_enabled_in_the_policy_does_not_fire() -> None:
     only_cards = Privacy(LEVELS, "public", {"payment_card": "secret"})
-    result = classify(only_cards, header=None, body=chat("jane@example.com"), tenant=None)
+    result = classify(only_cards, header=None, body=chat("jane@exemplo.com"), tenant=None)
     assert result == Classification("public", ("policy default: public",))
 
 
@@ -199,7 +200,7 @@ def test_personal_data_in_a_tool_call_raises_the_level() -> None:
                     {
                         "id": "call_1",
                         "type": "function",
-                        "function": {"name": "charge", "arguments": '{"card": "4111111111111111"}'},
+                        "function": {"name": "charge", "arguments": '{"card": "4539148803436467"}'},
                     }
                 ],
             },
@@ -213,7 +214,7 @@ def test_personal_data_in_an_embeddings_input_list_raises_the_level() -> None:
 
 
 def test_personal_data_in_a_completion_prompt_raises_the_level() -> None:
-    assert level_of({"model": "m", "prompt": "reply to jane@example.com"}) == "internal"
+    assert level_of({"model": "m", "prompt": "reply to jane@exemplo.com"}) == "internal"
 
 
 def test_request_texts_reads_string_message_contents() -> None:
@@ -286,7 +287,7 @@ def test_request_texts_reads_prompts_and_embedding_inputs(
 
 def test_request_texts_skips_token_ids_numbers_and_the_model_name() -> None:
     body = {
-        "model": "jane@example.com",
+        "model": "jane@exemplo.com",
         "prompt": [[1, 2, 3], [4, 5]],
         "max_tokens": 5,
         "temperature": 0.2,
@@ -297,26 +298,26 @@ def test_request_texts_skips_token_ids_numbers_and_the_model_name() -> None:
 @pytest.mark.parametrize(
     "field",
     [
-        {"user": "jane@example.com"},
-        {"metadata": {"note": "jane@example.com"}},
-        {"prediction": {"type": "content", "content": "jane@example.com"}},
-        {"suffix": "# contact jane@example.com"},
-        {"stop": ["jane@example.com"]},
+        {"user": "jane@exemplo.com"},
+        {"metadata": {"note": "jane@exemplo.com"}},
+        {"prediction": {"type": "content", "content": "jane@exemplo.com"}},
+        {"suffix": "# contact jane@exemplo.com"},
+        {"stop": ["jane@exemplo.com"]},
         {
             "tools": [
                 {
                     "type": "function",
-                    "function": {"name": "f", "description": "mail jane@example.com"},
+                    "function": {"name": "f", "description": "mail jane@exemplo.com"},
                 }
             ]
         },
         {
             "response_format": {
                 "type": "json_schema",
-                "json_schema": {"schema": {"properties": {"jane@example.com": {"type": "string"}}}},
+                "json_schema": {"schema": {"properties": {"jane@exemplo.com": {"type": "string"}}}},
             }
         },
-        {"a_field_no_api_has_yet": {"deep": ["jane@example.com"]}},
+        {"a_field_no_api_has_yet": {"deep": ["jane@exemplo.com"]}},
     ],
     ids=["user", "metadata", "prediction", "suffix", "stop", "tools", "schema key", "unknown"],
 )
@@ -406,7 +407,7 @@ def test_a_request_past_the_scan_limit_is_claimed_by_every_enabled_detector() ->
 
 def test_past_the_limit_each_detector_gives_its_own_reason() -> None:
     policy = Privacy(LEVELS, "public", {"email": "internal", "us_ssn": "internal"})
-    body = prompts("mail jane@example.com", "x" * SCAN_LIMIT_CHARS)
+    body = prompts("mail jane@exemplo.com", "x" * SCAN_LIMIT_CHARS)
     result = classify(policy, header=None, body=body, tenant=None)
     assert result == Classification(
         "internal",
@@ -417,7 +418,7 @@ def test_past_the_limit_each_detector_gives_its_own_reason() -> None:
 
 def test_a_request_up_to_the_scan_limit_gets_only_what_is_detected() -> None:
     # the field's name counts too: "prompt", 6 characters
-    body = prompts("mail jane@example.com", "x" * (SCAN_LIMIT_CHARS - 21 - 6))
+    body = prompts("mail jane@exemplo.com", "x" * (SCAN_LIMIT_CHARS - 21 - 6))
     result = classify(POLICY, header=None, body=body, tenant=None)
     assert result == Classification(
         "internal", ("detected email in prompt[0]: internal",), detected=True
@@ -427,3 +428,11 @@ def test_a_request_up_to_the_scan_limit_gets_only_what_is_detected() -> None:
 def test_past_the_limit_with_no_detectors_enabled_changes_nothing() -> None:
     bare = Privacy(LEVELS, "public", {})
     assert level_of(prompts("a" * (SCAN_LIMIT_CHARS + 1)), privacy=bare) == "public"
+
+
+def test_names_are_read_thoroughly_where_a_name_only_sends_a_request_redacted() -> None:
+    redacting = (PrivacyLevel("public"), PrivacyLevel("personal", redact=True))
+    kept = (*redacting, PrivacyLevel("restricted", "none"))
+    assert names_redacted(Privacy(redacting, "public", {"person": "personal"}))
+    assert not names_redacted(Privacy(kept, "public", {"person": "restricted"}))
+    assert not names_redacted(Privacy(kept, "public", {"email": "personal"}))

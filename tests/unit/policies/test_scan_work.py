@@ -24,7 +24,7 @@ ALL = tuple(DETECTORS)
 PRIVACY = Privacy(
     (PrivacyLevel("public"), PrivacyLevel("internal")), "public", dict.fromkeys(ALL, "internal")
 )
-PERSONAL = "call +1 415 555 0100 or mail jane.doe@example.com"
+PERSONAL = "call +1 415 555 0100 or mail jane.doe@exemplo.com"
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ def test_an_emoji_flag_is_no_hidden_text() -> None:
         (chat([{"type": "text", "text": HIDDEN}]), "messages[0].content[0].text"),
         (chat("hi", **{tagged("x"): 1}), f"messages[0].{tagged('x')} (field name)"),
         # a flag with text hidden after its cancel tag, or a region code too long to be one
-        (chat(SCOTLAND + tagged("4111 1111 1111 1111")), "messages[0].content"),
+        (chat(SCOTLAND + tagged("4539 1488 0343 6467")), "messages[0].content"),
         (chat("\U0001f3f4" + tagged("abcdefghij") + "\U000e007f"), "messages[0].content"),
     ],
 )

@@ -22,7 +22,7 @@ api_keys = ["{key_digest("sk-acme-unit-key")}"]
 """
 )
 SHARED = KEYED + "\n[cache]\nsemantic_unkeyed = true\n"
-FIRST = "Draft a short reply; my email is jsmith@corp.example.net"
+FIRST = "Draft a short reply; my email is jsmith@corp.exemplo.net"
 OTHER = FIRST.replace("jsmith", "mjones")  # another caller's address on the same domain
 
 

@@ -33,6 +33,9 @@ class Listed(Ner):
         name = "Ada Byron"
         return [[(t.index(name), t.index(name) + len(name))] if name in t else [] for t in texts]
 
+    def tagged(self, texts: Sequence[str], thorough: bool = False) -> list[list[tuple[int, int]]]:
+        return [[] for _ in texts]  # the one name is all this model knows
+
 
 def spied(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[str]:
     """Replaces module.name by a wrapper noting the thread each call runs in."""
@@ -114,7 +117,7 @@ async def test_a_long_request_is_normalised_and_redacted_in_a_worker_thread(
     normalised = spied(monkeypatch, flow_legs, "payload_of")
     redacted = spied(monkeypatch, flow_legs, "redacted_body")
     h = to_the_cloud(REDACTING)
-    text = "Ring Ada Byron (ada@example.com) about the invoice. " + "Nothing else. " * 100
+    text = "Ring Ada Byron (ada@exemplo.com) about the invoice. " + "Nothing else. " * 100
     sent = await h.send(ask(text))  # 1.5 KB: past CLEAR_INLINE_BYTES
     assert sent.status == 200
     assert h.cloud.received[0]["messages"][0]["content"].startswith(
@@ -130,7 +133,7 @@ async def test_a_short_request_is_cleared_on_the_loop(monkeypatch: pytest.Monkey
     """A thread hop costs more than clearing a body this short."""
     redacted = spied(monkeypatch, flow_legs, "redacted_body")
     h = to_the_cloud(REDACTING)
-    sent = await h.send(ask("mail ada@example.com"))
+    sent = await h.send(ask("mail ada@exemplo.com"))
     assert sent.status == 200
     assert redacted == [threading.current_thread().name]
 
@@ -140,7 +143,7 @@ async def test_a_request_is_redacted_once_for_every_cloud_it_tries(
 ) -> None:
     redacted = spied(monkeypatch, flow_legs, "redacted_body")
     h = to_the_cloud(TWO_CLOUDS, FirstFails())
-    sent = await h.send(ask("Tell Ada Byron (ada@example.com) that it is done"))
+    sent = await h.send(ask("Tell Ada Byron (ada@exemplo.com) that it is done"))
     assert sent.status == 200
     assert sent.headers["x-overspill-route"] == "cloud/maxi"
     assert h.cloud.received[0]["messages"][0]["content"] == (

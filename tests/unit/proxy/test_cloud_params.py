@@ -96,13 +96,13 @@ def test_the_api_parameters_pass_untouched() -> None:
 @pytest.mark.parametrize("endpoint", ["chat", "completions", "embeddings"])
 def test_who_the_user_is_stays_behind_unless_the_policy_sends_it(endpoint: str) -> None:
     base = {"chat": CHAT, "completions": {"prompt": "p"}, "embeddings": {"input": "x"}}[endpoint]
-    body = {**base, "user": "jane@example.com", "safety_identifier": "h-123"}
+    body = {**base, "user": "jane@exemplo.com", "safety_identifier": "h-123"}
     withheld = outbound(endpoint, body, "refuse")  # withheld by policy: never a 400
     assert "user" not in withheld.params
     assert "safety_identifier" not in withheld.params
     assert "user" in withheld.dropped
     sent = outbound(endpoint, body, "drop", send_user=True)
-    assert sent.params["user"] == "jane@example.com"
+    assert sent.params["user"] == "jane@exemplo.com"
 
 
 def test_a_hostile_name_is_cut_and_made_printable_before_it_is_echoed() -> None:

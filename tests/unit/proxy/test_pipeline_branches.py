@@ -258,7 +258,7 @@ async def test_a_class_or_level_the_policy_does_not_define_is_a_400(
 
 async def test_a_long_body_is_scanned_off_the_event_loop_and_still_kept_local() -> None:
     h = harness({"a": [refused()], "b": [refused()]}, POLICY + DETECTED)
-    text = "word " * (OFFLOAD_SCAN_BYTES // 5) + " mail me at jane.doe@example.com"
+    text = "word " * (OFFLOAD_SCAN_BYTES // 5) + " mail me at jane.doe@exemplo.com"
     sent = await h.send(ask(text))
     assert h.pipeline.runtime.scans.started == 1
     assert sent.record.privacy == "restricted"
@@ -290,7 +290,7 @@ async def test_a_refusal_with_no_privacy_in_it_leaves_retrying_to_the_client() -
 
 async def test_the_answer_says_what_set_the_level_and_where_never_the_value() -> None:
     h = harness({"a": [chat_answer("x")], "b": [chat_answer("x")]}, POLICY + DETECTED)
-    body = {**ask("hello"), "metadata": {"contact\r\nX-Injected: 1": "jane.doe@example.com"}}
+    body = {**ask("hello"), "metadata": {"contact\r\nX-Injected: 1": "jane.doe@exemplo.com"}}
     sent = await h.send(body)
     because = sent.headers["x-overspill-privacy-because"]
     assert because == "detected email in metadata.contact??X-Injected: 1: restricted"
@@ -343,7 +343,7 @@ async def test_a_redacting_level_sends_placeholders_and_the_client_reads_the_val
     h.cloud.echo = True
     for monitor in h.pipeline.runtime.backends.monitors.values():  # only the cloud is left
         monitor.healthy, monitor.error = False, "probe failed"
-    text = "Mail jane@example.com or call +44 20 7946 0958; jane@example.com again"
+    text = "Mail jane@exemplo.com or call +44 20 7946 0958; jane@exemplo.com again"
     sent = await h.send(ask(text))
     assert sent.status == 200
     assert sent.headers["x-overspill-route"] == "cloud/mini"
@@ -359,7 +359,7 @@ async def test_what_cannot_all_be_redacted_does_not_leave() -> None:
     h = harness({"a": [refused()], "b": [refused()]}, REDACTED)
     for monitor in h.pipeline.runtime.backends.monitors.values():
         monitor.healthy, monitor.error = False, "probe failed"
-    body = {**ask("hello"), "metadata": {"jane@example.com": "a key that names her"}}
+    body = {**ask("hello"), "metadata": {"jane@exemplo.com": "a key that names her"}}
     sent = await h.send(body)
     assert sent.status == 503
     why = "privacy=personal leaves only redacted: personal data in a field name"

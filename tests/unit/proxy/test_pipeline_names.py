@@ -24,6 +24,7 @@ class ListedPeople(Ner):
         super().__init__()
         self.names, self.fails = names, fails
         self.read: list[str] = []
+        self.thorough: list[bool] = []  # per request read, whether at the thorough threshold
         self.release: threading.Event | None = None  # when given, it waits for it
 
     def _load(self) -> None:
@@ -36,6 +37,10 @@ class ListedPeople(Ner):
         if self.fails:
             raise RuntimeError("model broke")
         return [[(t.index(n), t.index(n) + len(n)) for n in self.names if n in t] for t in texts]
+
+    def tagged(self, texts: Sequence[str], thorough: bool = False) -> list[list[tuple[int, int]]]:
+        self.thorough.append(thorough)
+        return [[] for _ in texts]  # the listed names are all this model knows
 
 
 def with_names(policy_text: str, names: ListedPeople, local_up: bool = False) -> Harness:
@@ -78,6 +83,7 @@ async def test_a_name_keeps_the_request_from_a_cloud_its_level_forbids() -> None
     because = "detected person in messages[0].content: restricted"
     assert because in sent.headers["x-overspill-privacy-because"]
     assert because in sent.json["error"]["message"]
+    assert names.thorough == [False]  # a false flag would cost the overflow: the precise one
     assert "Ada" not in sent.json["error"]["message"]  # why, never what
     assert h.cloud.received == []
 
@@ -96,13 +102,14 @@ async def test_names_leave_as_placeholders_and_come_back() -> None:
     names = ListedPeople()
     h = with_names(REDACTING, names)
     h.cloud.echo = True
-    text = "Tell Olu Adeyemi (olu@example.com) that Ada Byron and Olu Adeyemi agreed"
+    text = "Tell Olu Adeyemi (olu@exemplo.com) that Ada Byron and Olu Adeyemi agreed"
     sent = await h.send(ask(text))
     assert sent.status == 200
     left = h.cloud.received[0]["messages"][0]["content"]
     assert left == "Tell <PERSON_1> (<EMAIL_1>) that <PERSON_2> and <PERSON_1> agreed"
     assert sent.json["choices"][0]["message"]["content"] == text
     assert sent.headers["x-overspill-privacy"] == "personal"
+    assert names.thorough == [True]  # a false flag costs a placeholder: the lower threshold
 
 
 async def test_a_late_names_model_counts_as_a_finding() -> None:

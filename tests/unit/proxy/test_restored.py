@@ -39,7 +39,7 @@ class Events:
 
 def places() -> Placeholders:
     found = Placeholders()
-    found.of("email", "jane@example.com")
+    found.of("email", "jane@exemplo.com")
     found.of("phone", "+1 415 555 0100")
     return found
 
@@ -79,7 +79,7 @@ def text_of(events: list[dict[str, Any]], field: str = "content") -> str:
 async def test_a_stream_is_restored_though_a_placeholder_comes_in_pieces() -> None:
     stream = [content("Write to <"), content("EMAIL"), content("_1"), content("> now", "stop")]
     events = await received(RestoredAnswer(Events(stream), places()))
-    assert text_of(events) == "Write to jane@example.com now"
+    assert text_of(events) == "Write to jane@exemplo.com now"
     assert events[-1]["choices"][0]["finish_reason"] == "stop"
 
 
@@ -97,7 +97,7 @@ async def test_tool_call_arguments_are_restored_even_when_the_last_delta_has_non
         content("", "tool_calls"),
     ]
     events = await received(RestoredAnswer(Events(stream), places()))
-    assert text_of(events, "arguments") == '{"to": "jane@example.com"}{"x": "<EM'
+    assert text_of(events, "arguments") == '{"to": "jane@exemplo.com"}{"x": "<EM'
 
 
 async def test_a_whole_answer_is_restored_in_content_and_tool_calls() -> None:
@@ -109,6 +109,6 @@ async def test_a_whole_answer_is_restored_in_content_and_tool_calls() -> None:
     whole = {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
     answer = RestoredAnswer(Events([whole], stream=False), places())
     restored = orjson.loads(await answer.read())["choices"][0]["message"]
-    assert restored["content"] == "Done for jane@example.com."
+    assert restored["content"] == "Done for jane@exemplo.com."
     assert restored["tool_calls"][0]["function"]["arguments"] == '{"p": "+1 415 555 0100"}'
     assert answer.headers()[-1] == (b"x-overspill-redacted", b"2")

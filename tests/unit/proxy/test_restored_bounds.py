@@ -85,7 +85,7 @@ def in_pieces(data: bytes, size: int) -> list[bytes]:
 
 def places() -> Placeholders:
     found = Placeholders()
-    found.of("email", "jane@example.com")
+    found.of("email", "jane@exemplo.com")
     return found
 
 
@@ -103,7 +103,7 @@ async def test_a_long_event_in_small_pieces_is_read_once(monkeypatch: pytest.Mon
     text = "write to <EMAIL_1> " + "a" * 200_000
     stream = event(text) + event(" bye") + b"data: [DONE]\n\n"
     restored = await text_of(RestoredAnswer(Pieces(in_pieces(stream, 1024)), places()))
-    assert restored == "write to jane@example.com " + "a" * 200_000 + " bye"
+    assert restored == "write to jane@exemplo.com " + "a" * 200_000 + " bye"
     # each piece read once; added to all that came before it, ~200 pieces cost ~20 MB
     assert Read.bytes_read <= 2 * len(stream)
 
@@ -112,7 +112,7 @@ async def test_events_split_anywhere_come_out_whole() -> None:
     stream = event("to <EM") + event("AIL_1> now") + b"data: [DONE]\n\n"
     for size in (1, 2, 3, 7):
         answer = RestoredAnswer(Pieces(in_pieces(stream, size)), places())
-        assert await text_of(answer) == "to jane@example.com now"
+        assert await text_of(answer) == "to jane@exemplo.com now"
 
 
 async def test_an_event_past_the_bound_ends_the_stream_as_an_upstream_error() -> None:
@@ -148,4 +148,4 @@ async def test_a_whole_answer_asked_to_repeat_a_placeholder_comes_back_whole() -
     body = orjson.dumps({"choices": [{"index": 0, "message": message}]})
     answer = RestoredAnswer(Whole(body), places())
     content = orjson.loads(await answer.read())["choices"][0]["message"]["content"]
-    assert content == "jane@example.com," * 8000
+    assert content == "jane@exemplo.com," * 8000

@@ -1,0 +1,98 @@
+"""The multilingual names tagger the package ships: names in many scripts, forms and records,
+and ordinary questions left alone. Names come from faker's locales (never from the sets the
+model was trained on); the frames are plain sentences of each language."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from proxy.legs.name_tagger import FOLDER, MANIFEST_FILE, NameTagger, pieces, runs
+
+pytest.importorskip("pycrfsuite")
+faker = pytest.importorskip("faker")
+
+# (faker locale, a sentence around a full name) per language; {} is the name
+FRAMES = [
+    ("es_ES", "Nombre: {}\nFecha de ingreso: 12/03/2021"),
+    ("de_DE", "Bitte schicken Sie die Unterlagen an {} bis Freitag."),
+    ("pl_PL", "Pacjent {} zgłosił się na kontrolę."),
+    ("ru_RU", "Вчера звонил {} и просил перезвонить."),
+    ("en_GB", "Please send the invoice to {} before Friday."),
+    ("pt_BR", "O cliente {} pediu o reembolso."),
+]
+# German capitalises every noun, and the German the tagger learnt from is one treebank's
+# thousand sentences: it finds about 60% (issue 31 goes on).
+GERMAN = pytest.mark.xfail(strict=True, reason="German names among capitalised nouns")
+CASES = [pytest.param(*frame, marks=GERMAN if frame[0] == "de_DE" else ()) for frame in FRAMES]
+
+
+@pytest.fixture(scope="module")
+def tagger() -> NameTagger:
+    return NameTagger()
+
+
+def named(tagger: NameTagger, text: str, thorough: bool = False) -> list[str]:
+    return [text[a:b] for a, b in tagger.people(text, thorough)]
+
+
+def found_share(tagger: NameTagger, locale: str, frame: str, thorough: bool) -> float:
+    fake = faker.Faker(locale)
+    fake.seed_instance(11)
+    people = [f"{fake.first_name()} {fake.last_name()}" for _ in range(20)]
+    hits = sum(
+        any(part in " ".join(named(tagger, frame.format(p), thorough)) for part in p.split())
+        for p in people
+    )
+    return hits / len(people)
+
+
+@pytest.mark.parametrize(("locale", "frame"), CASES)
+def test_most_names_in_any_of_these_languages_are_found(
+    tagger: NameTagger, locale: str, frame: str
+) -> None:
+    assert found_share(tagger, locale, frame, thorough=True) >= 0.8
+
+
+def test_the_thorough_threshold_finds_at_least_what_the_precise_one_does(
+    tagger: NameTagger,
+) -> None:
+    for locale, frame in FRAMES:
+        assert found_share(tagger, locale, frame, True) >= found_share(tagger, locale, frame, False)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What is the capital of France?",
+        "Convert 250 grams of flour to cups, please.",
+        "東京都の人口は何人ですか？",
+        "서울의 날씨는 어때요?",
+        "Wie spät ist es in Berlin?",
+        "¿Cuántos habitantes tiene Madrid?",
+    ],
+)
+def test_ordinary_questions_name_nobody(tagger: NameTagger, text: str) -> None:
+    assert named(tagger, text) == []
+
+
+def test_the_thresholds_were_chosen_on_the_tune_rows_held_apart() -> None:
+    manifest = json.loads((FOLDER / MANIFEST_FILE).read_text(encoding="utf-8"))
+    thresholds = manifest["thresholds"]
+    assert 0 < thresholds["thorough"] <= thresholds["precise"] < 1
+    held_apart = manifest["held_apart_leak_and_refusal"]
+    assert {str(t) for t in thresholds.values()} <= set(held_apart)
+
+
+def test_consecutive_name_tokens_make_one_span() -> None:
+    spans = [(0, 4), (5, 9), (10, 12), (13, 17)]
+    assert list(runs(spans, [True, True, False, True])) == [(0, 9), (13, 17)]
+
+
+def test_a_text_is_read_a_line_at_a_time_and_a_long_line_in_pieces() -> None:
+    text = "first line\n\n" + "word " * 1000
+    cut = list(pieces(text))
+    assert cut[0] == (0, 10)
+    assert all(end - start <= 2000 for start, end in cut)
+    assert "".join(text[a:b] for a, b in cut[1:]).replace(" ", "") == "word" * 1000
