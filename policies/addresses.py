@@ -8,13 +8,17 @@ addresses written on one line:
 - street type, name, number (Latin Europe), or a compound street word and a number (Germanic):
   "Via Garibaldi 12", "Calle de Alcalá 120", "Lindenstraße 14", "Prinsengracht 418".
 A street named without a number ("Broadway", "Rue de Rivoli"), a road number ("Route 66"), a
-room or a postcode alone are not addresses. RE2 throughout: linear in the text.
+room or a postcode alone are not addresses. Whatever its shape, in any script, an address also
+follows the word that labels it ("Domicilio: c/ del Abedul 5-7", "住所：東京都港区芝公園4-2-8",
+"주소: 서울시 ...", policies/labelled.py): the rest of the line, at most 80 characters, with a
+letter and a digit in it. RE2 throughout: linear in the text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from policies.labelled import COLON, labelled
 from policies.re2text import compile_unicode, spans
 
 # Street types written after the name (English), whole words, any case.
@@ -53,6 +57,14 @@ _TYPE_FIRST = compile_unicode(
 _COMPOUND_NUMBER = compile_unicode(
     rf"(?:^|[^\w])(\p{{Lu}}[\w'’-]*(?i:{_COMPOUND})[ ]+{_NUMBER})(?:[^\w]|$)"
 )
+_LABELS = (
+    "address", "home address", "street address", "postal address", "mailing address",
+    "domicilio", "dirección", "direccion", "adresse", "anschrift", "wohnadresse", "indirizzo",
+    "endereço", "morada", "adres", "adress", "adresse postale", "osoite", "adresa", "адрес",
+    "адреса", "διεύθυνση", "cím", "lakcím", "adresi", "כתובת", "العنوان", "عنوان", "पता",
+    "ที่อยู่", "địa chỉ", "alamat", "住所", "地址", "住址", "주소",
+)  # fmt: skip
+_LABELLED = labelled(_LABELS, r"[^\n]{0,80}", COLON)
 _SHAPES = (_AFTER_TYPE, _BEFORE_TYPE, _TYPE_FIRST, _COMPOUND_NUMBER)
 
 
@@ -61,3 +73,15 @@ def street_addresses(data: bytes) -> Iterator[tuple[int, int]]:
     redaction merges them)."""
     for shape in _SHAPES:
         yield from spans(shape, data)
+    for start, end in spans(_LABELLED, data):
+        if _a_place(data[start:end].decode("utf-8", "replace").strip()):
+            yield start, end
+
+
+def _a_place(value: str) -> bool:
+    """A labelled value that may be a place: a letter and a digit, and not a web, mail, IP or
+    hardware address (one word of ASCII, or a "://" or "@" in it); a CJK address is one word
+    of its own script ("東京都港区芝公園4-2-8")."""
+    if "://" in value or "@" in value or (value.isascii() and not any(c.isspace() for c in value)):
+        return False
+    return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)

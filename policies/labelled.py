@@ -20,6 +20,9 @@ SEPARATOR = (
     r"|[\s]+(?:is|was|ist|war|es|est|era|é|è|er|är|on|jest|je|это|είναι)[\s]*:?[\s]*"
     r"|[\s]*(?:は|が|是|为|為|는|은)[\s]*)"
 )
+# Only a colon, an equals sign or a particle: for a label whose "is" starts prose as often as
+# a value ("the address is still unknown")
+COLON = r"(?:[\s]*[:=：＝][\s]*|[\s]*(?:は|는|은)[\s]*)"
 # The separator, or only spaces (a number may follow its label so: "PIN 4821", "NHC 2843742")
 SEPARATOR_OR_SPACE = rf"(?:{SEPARATOR}|[\s]+)"
 _BETWEEN = (

@@ -488,10 +488,12 @@ def test_local_streams_closed_early_still_use_the_token_rate() -> None:
     runs); each stream asks for up to 50 and is closed after three lines: it is charged what
     passed (prompt and pieces), not nothing, so the tenant is soon refused."""
     tenants = KEYED.replace('name = "acme"', 'name = "acme"\ntokens_per_minute = 6\nburst_s = 1000')
+    # 50 ms a token: while a busy machine is slow to notice a close, a few more pieces pass,
+    # not dozens (at 5 ms, a stall of 0.2 s let 40 through and the first stream used it all)
     long = (
         *MODEL,
         "--decode-base-ms",
-        "5",
+        "50",
         "--output-tokens",
         "400",
         "--output-distribution",

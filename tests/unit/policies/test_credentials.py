@@ -83,9 +83,9 @@ def test_the_secret_detector_reads_labelled_credentials() -> None:
 def test_the_scan_is_linear_in_the_text() -> None:
     def cost(n: int) -> float:
         text = "password password: : " * n
-        began = time.perf_counter()
+        began = time.thread_time()
         found(text)
-        return time.perf_counter() - began
+        return time.thread_time() - began
 
     cost(100)
     small = min(cost(2000) for _ in range(3))

@@ -78,9 +78,9 @@ def test_a_one_character_surname_is_marked() -> None:
 def test_features_are_linear_in_the_text() -> None:
     def cost(n: int) -> float:
         text = "Ernesto Rivera 岡部冬彦 " * n
-        began = time.perf_counter()
+        began = time.thread_time()
         features(text, tokens(text), NAMES)
-        return time.perf_counter() - began
+        return time.thread_time() - began
 
     cost(100)  # warm
     small = min(cost(1000) for _ in range(3))
