@@ -4,10 +4,10 @@ DETECTORS names every detector a policy may switch on and map to a level: e-mail
 phone numbers and IP addresses here; card, IBAN and SSN numbers in policies/numbers.py; national
 IDs, passport numbers and birth dates in policies/identifiers.py; credentials in
 policies/secrets.py; record numbers (patient, customer, plate ...) by their label in
-policies/records.py. Each finds candidates with a pattern and confirms them where a checksum or
-a context word exists, so order numbers and version strings are not taken for personal data.
-Detection can only make a request stricter, and a detector that fails counts as one that found
-something.
+policies/records.py; devices' identifiers in policies/devices.py. Each finds candidates with a
+pattern and confirms them where a checksum or a context word exists, so order numbers and
+version strings are not taken for personal data. Detection can only make a request stricter,
+and a detector that fails counts as one that found something.
 
 This runs on every request, over text a client chose, so every step is linear in the text: the
 patterns run on RE2 (no backtracking; policies/re2text.py) and each loop over candidates resumes
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, chain, islice
 
-from policies import addresses, identifiers, numbers, records, secrets
+from policies import addresses, devices, identifiers, numbers, records, secrets
 from policies.re2text import (
     Finder,
     blank,
@@ -163,6 +163,7 @@ FINDERS: dict[str, Finder] = {
     "date_of_birth": identifiers.dates_of_birth,
     "street_address": addresses.street_addresses,
     "record_number": records.record_numbers,
+    "device_id": devices.device_ids,
 }
 DETECTORS: dict[str, Callable[[str], bool]] = {n: detector_of(f) for n, f in FINDERS.items()}
 

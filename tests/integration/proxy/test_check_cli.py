@@ -123,7 +123,7 @@ INVALID = {
             "7: privacy.default: unknown level 'vip' (levels: public)",
             "10: privacy.detectors.blood_type: unknown detector (expected one of email, phone,"
             " payment_card, us_ssn, iban, ip_address, secret, national_id, passport,"
-            " date_of_birth, street_address, record_number, person, medical)",
+            " date_of_birth, street_address, record_number, device_id, person, medical)",
         ],
     ),
     "overflow thresholds out of range": (

@@ -219,8 +219,8 @@ INVALID = [
         "privacy.detectors.blood_type",
         7,
         "unknown detector (expected one of email, phone, payment_card, us_ssn, iban, ip_address, "
-        "secret, national_id, passport, date_of_birth, street_address, record_number, person, "
-        "medical)",
+        "secret, national_id, passport, date_of_birth, street_address, record_number, device_id, "
+        "person, medical)",
     ),
     invalid(
         "duplicate cloud names",

@@ -131,6 +131,9 @@ POSITIVES = [
     case("Kennzeichen: B-MW 1234", "record_number"),
     case("Kundennummer 554213, bitte zurückrufen", "record_number"),
     case("カルテ番号：558812", "record_number"),
+    case("my laptop's MAC is 3c:22:fb:9a:41:07", "device_id"),
+    case("IMEI 86-012345-678901-4, stolen last week", "device_id"),
+    case("Android ID: 9774d56d682e549c", "device_id"),
 ]
 
 # (text, the detector it nearly looks like): none of the detectors fires.
@@ -154,7 +157,6 @@ NEGATIVES = [
     case("999.1.1.1", "ip_address"),
     case("std::vector<int>", "ip_address"),
     case("Foo::Bar::baz()", "ip_address"),
-    case("MAC 00:1A:2B:3C:4D:5E", "ip_address"),
     case("ratio 16:9", "ip_address"),
     case("2024-05-01", "phone"),
     case("2024/05/01", "phone"),
@@ -221,8 +223,11 @@ NEGATIVES = [
     case("String 3 of the guitar is out of tune", "street_address"),
     case("Meet in Building 5, Room 3.14", "street_address"),
     case("Web address: https://www.python.org/downloads/release/3", "street_address"),
-    case("MAC address: 00:1A:2B:3C:4D:5E", "street_address"),
+    case("Server address: db1.internal", "street_address"),
     case("the address is still unknown, see 4 below", "street_address"),
+    case("broadcast to ff:ff:ff:ff:ff:ff on the LAN", "device_id"),
+    case("IMEI 490154203237517 (a digit off)", "device_id"),
+    case("at 12:30:45 the job ran", "device_id"),
     case("order number 123456789 shipped", "record_number"),
     case("Bestellnummer: 554213", "record_number"),
     case("the case number is still unknown", "record_number"),
@@ -261,6 +266,7 @@ def test_detectors_are_listed_in_a_fixed_order() -> None:
         "date_of_birth",
         "street_address",
         "record_number",
+        "device_id",
     ]
 
 
