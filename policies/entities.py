@@ -46,7 +46,7 @@ _TITLE = re.compile(
 # window cut from inside the text is impossible (only the text's own start is one).
 _TITLE_WINDOW = 8
 _SPACES = re.compile(" +")
-# Han, kana and Hangul: scripts whose words are not parted by spaces (policies/name_features.py)
+# Han, kana and Hangul: scripts whose words are not parted by spaces (policies/scripts.py)
 _UNSPACED = re.compile(
     r"[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\uf900-\ufaff]"
 )

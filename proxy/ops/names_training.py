@@ -1,46 +1,46 @@
-"""`overspill names-model`: train the multilingual names tagger (proxy/legs/name_tagger.py) into
-policies/names_model/, where the package ships it; `--check` says whether the shipped one was
-made from today's inputs.
+"""`overspill names-model`: train the multilingual names tagger's head (proxy/legs/name_tagger.py)
+into policies/names_model/, where the package ships it; `--check` says whether the shipped one
+was made from today's inputs.
 
 Trained only on what others wrote: the `tune` splits of the labelled sets in
 ../shared/data/outside (UNER's nine languages, KLUE-NER, Stockmark's Japanese Wikipedia,
 MEDDOCAN's Spanish clinical records, Presidio's synthetic set; each folder's README gives source
-and licence: CC BY-SA sets, so the model is shared under CC BY-SA too), and a gazetteer of given
-names and surnames from faker's 86 person locales. The `report` splits are never read here.
-A fifth of the tune rows (by a hash of the text) is held apart to choose the threshold; the
-model shipped is then trained on all of them. Seeded and ordered: the same inputs make the same
-model (about 3 minutes on one core).
+and licence: CC BY-SA sets, so the head is shared under CC BY-SA too). The `report` splits are
+never read here. A fifth of the tune rows (by a hash of the text) is held apart to choose the
+thresholds; the head shipped is then trained on all of them. The encoder reads every row once
+(the slow part: about 15 minutes on 2 cores); the head learns in torch (the `export` extra),
+seeded, on one thread: the same inputs make the same head.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
-import importlib
 import json
 import os
-import pkgutil
-import random
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import mean
 from typing import Any
 
-from policies import name_features
-from policies.name_features import Gazetteer, features, tokens
-from proxy.legs.name_tagger import FOLDER, GAZETTEER_FILE, MANIFEST_FILE, MODEL_FILE, NAME
-from proxy.ops import names_augment
-from proxy.ops.names_augment import pools, renamed
+import numpy as np
+import numpy.typing as npt
+
+from proxy.legs import encoder
+from proxy.legs.e5_file import default_path
+from proxy.legs.encoder import Encoder
+from proxy.legs.name_tagger import FOLDER, HEAD_FILE, MANIFEST_FILE, Head
+from proxy.ops import names_head
+from proxy.ops.names_head import Example
 
 OUTSIDE = Path(__file__).resolve().parents[3] / "shared" / "data" / "outside"
 
 
 @dataclass(frozen=True)
 class Recipe:
-    format: int = 1
+    format: int = 2  # 2: a head over the multilingual encoder (1 was a CRF)
     # set -> the span labels that are a person's name in it
     sets: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("uner", ("PER",)),
@@ -49,21 +49,16 @@ class Recipe:
         ("meddocan", ("NOMBRE_SUJETO_ASISTENCIA", "NOMBRE_PERSONAL_SANITARIO")),
         ("presidio-synth", ("PERSON",)),
     )
-    # Each tune row that names someone is learnt again this many times, its names replaced by
-    # faker's of the same script (proxy/ops/names_augment.py); seeded.
-    renamed_copies: int = 1
-    seed: int = 31
-    c1: float = 0.05  # L1: keeps the model small (most features weigh nothing)
-    c2: float = 0.01
-    iterations: int = 200
-    dev_share: int = 5  # one row in this many (by hash) chooses the threshold
+    rows_per_set: int = 5000  # the first this many of a set's tune rows (the encoder is slow)
+    head: names_head.Settings = field(default_factory=names_head.Settings)
+    dev_share: int = 5  # one row in this many (by hash) chooses the thresholds
     # Two thresholds, each the lowest (the most names found) whose false flags on the
     # held-apart rows without a name stay within a share, on average over the sets. "precise"
     # (the issue's goal for clean requests refused: 3%) serves a policy that keeps a request
     # with a name local, where a false flag costs the overflow; "thorough" (10%) one that sends
     # it redacted, where a false flag costs a word replaced by a placeholder.
     refusal_goals: tuple[tuple[str, float], ...] = (("precise", 0.03), ("thorough", 0.10))
-    thresholds: tuple[float, ...] = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05)
+    thresholds: tuple[float, ...] = (0.98, 0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
 
 
 def outside_folder() -> Path:
@@ -71,96 +66,48 @@ def outside_folder() -> Path:
 
 
 def tune_rows(folder: Path, recipe: Recipe) -> Iterator[tuple[str, dict[str, Any], bool]]:
-    """(set, row, held apart for the threshold) for every tune row of the recipe's sets."""
+    """(set, row, held apart for the thresholds) for the recipe's tune rows of each set."""
     for name, _ in recipe.sets:
         with (folder / name / f"{name}.tune.jsonl").open(encoding="utf-8") as lines:
-            for line in lines:
+            for _, line in zip(range(recipe.rows_per_set), lines, strict=False):
                 row = json.loads(line)
                 digest = hashlib.sha256(f"dev:{row['text']}".encode()).digest()
                 yield name, row, int.from_bytes(digest[:8], "big") % recipe.dev_share == 0
 
 
-def labelled(
-    row: dict[str, Any], labels: Sequence[str], names: Gazetteer
-) -> tuple[list[list[str]], list[str]]:
-    text = row["text"]
-    spans = tokens(text)
+def examples(folder: Path, recipe: Recipe, reader: Encoder, batch: int = 16) -> list[Example]:
+    """Every tune row as the encoder reads it, each piece marked when a name overlaps it."""
+    rows = list(tune_rows(folder, recipe))
+    out = []
+    for at in range(0, len(rows), batch):
+        chunk = rows[at : at + batch]
+        reads = reader.read([row["text"] for _, row, _ in chunk])
+        for (name, row, apart), read in zip(chunk, reads, strict=True):
+            marks = _in_names(row, dict(recipe.sets)[name], read.spans.tolist())
+            out.append(Example(name, apart, read.states.astype(np.float16), marks))
+    return out
+
+
+def _in_names(
+    row: dict[str, Any], labels: Sequence[str], spans: list[tuple[int, int]]
+) -> npt.NDArray[np.bool_]:
     people = [(s["start"], s["end"]) for s in row["spans"] if s["label"] in labels]
-    tags = [NAME if any(a < end and start < b for a, b in people) else "O" for start, end in spans]
-    return features(text, spans, names), tags
-
-
-_PLACES = frozenset(
-    {"cities", "city_names", "real_city_names", "metropolitan_cities", "towns", "villages"}
-    | {"countries", "states", "provinces", "regions", "region_names", "districts", "counties"}
-    | {"prefectures", "boroughs", "localities", "communes", "settlements", "area_names"}
-    | {"bairros", "concelhos", "freguesias", "distritos", "wilayas", "amphoes", "tambons"}
-    | {"street_names", "streets", "street_titles", "road_names", "places"}
-)
-_COMPANIES = frozenset(
-    {"company_names", "companies", "large_companies", "company_suffixes", "company_prefixes"}
-)
-
-
-def gazetteer() -> Gazetteer:
-    """Given names and surnames of every person locale faker has; the names of places of its
-    address locales and of languages, and the words of its company names (each whole, and
-    word by word)."""
-    from faker.providers import address, company, person
-
-    given = _strings(person, lambda name: name.startswith("first_names"))
-    family = _strings(person, lambda name: name.startswith("last_names"))
-    # language names ("French", "Deutsch") are proper nouns and no one's name: kept with places
-    places = _strings(address, _PLACES.__contains__) | _strings(person, "language_names".__eq__)
-    companies = _strings(company, _COMPANIES.__contains__)
-    return Gazetteer(
-        frozenset(given),
-        frozenset(family),
-        frozenset(_and_words(places)),
-        frozenset(_and_words(companies)),
-    )
-
-
-def _strings(package: Any, wanted: Callable[[str], bool]) -> set[str]:
-    found: set[str] = set()
-    for locale in pkgutil.iter_modules(package.__path__):
-        provider = importlib.import_module(f"{package.__name__}.{locale.name}").Provider
-        for attribute in dir(provider):
-            value = getattr(provider, attribute)
-            if wanted(attribute) and isinstance(value, list | tuple | dict | set):
-                found.update(str(item) for item in value if isinstance(item, str))
-    return found
-
-
-def _and_words(entries: set[str]) -> set[str]:
-    return entries | {word for entry in entries for word in entry.split() if len(word) > 2}
-
-
-def train(items: Sequence[tuple[list[list[str]], list[str]]], recipe: Recipe, path: Path) -> None:
-    import pycrfsuite
-
-    trainer = pycrfsuite.Trainer(verbose=False)
-    for xs, ys in items:
-        if xs:
-            trainer.append(xs, ys)
-    trainer.set_params({"c1": recipe.c1, "c2": recipe.c2, "max_iterations": recipe.iterations})
-    trainer.train(str(path))
+    return np.array([any(a < end and start < b for a, b in people) for start, end in spans], bool)
 
 
 def leaks_and_refusals(
-    path: Path, held: Sequence[tuple[str, list[list[str]], list[str]]], recipe: Recipe
+    head: Head, held: Sequence[Example], recipe: Recipe
 ) -> dict[float, dict[str, tuple[float, float]]]:
-    """Per threshold, per set: the share of held-apart rows with a name the model misses, and
+    """Per threshold, per set: the share of held-apart rows with a name the head misses, and
     of rows without one it flags."""
-    import pycrfsuite
-
-    tagger = pycrfsuite.Tagger()
-    tagger.open(str(path))
-    peaks = []
-    for name, xs, ys in held:
-        tagger.set(xs)
-        peak = max((tagger.marginal(NAME, i) for i in range(len(xs))), default=0.0)
-        peaks.append((name, NAME in ys, peak))
+    peaks = [
+        (
+            one.set,
+            bool(one.names.any()),
+            float(head.probabilities(one.states.astype(np.float32)).max(initial=0.0)),
+        )
+        for one in held
+    ]
     out: dict[float, dict[str, tuple[float, float]]] = {}
     for threshold in recipe.thresholds:
         out[threshold] = {}
@@ -175,6 +122,10 @@ def leaks_and_refusals(
     return out
 
 
+def _peak(head: Head, states: npt.NDArray[np.float16]) -> float:
+    return float(head.probabilities(states.astype(np.float32)).max(initial=0.0))
+
+
 def chosen(
     figures: dict[float, dict[str, tuple[float, float]]], recipe: Recipe, goal: float
 ) -> float:
@@ -187,50 +138,26 @@ def chosen(
     return min(within, default=max(recipe.thresholds))
 
 
-_FIELDS = ("given", "family", "places", "companies")
-
-
 def digest_of(folder: Path, recipe: Recipe) -> str:
-    """What the model is made from: the recipe, the tune splits, the code that reads a text
-    into features and draws names (a change to either needs a model trained anew), and
-    faker's version (its lists are the gazetteer)."""
-    from faker import VERSION
-
-    digest = hashlib.sha256(json.dumps([asdict(recipe), VERSION]).encode())
+    """What the head is made from: the recipe, the tune splits, the code that reads a text
+    into states and the code that trains the head (a change to either needs a head trained
+    anew), and the encoder's weights."""
+    digest = hashlib.sha256(json.dumps(asdict(recipe)).encode())
     for name, _ in recipe.sets:
         digest.update((folder / name / f"{name}.tune.jsonl").read_bytes())
-    for module in (name_features, names_augment):
+    for module in (encoder, names_head):
         digest.update(Path(str(module.__file__)).read_bytes())
+    digest.update(hashlib.sha256(default_path().read_bytes()).digest())
     return digest.hexdigest()
 
 
 def make(data: Path, target: Path, recipe: Recipe = Recipe()) -> dict[str, Any]:
-    names = gazetteer()
-    drawn, rng = pools(names), random.Random(recipe.seed)
-    labels = dict(recipe.sets)
-    everything = []
-    kept = []  # what the trial model learns from: all but the rows held apart
-    held = []
-    for name, row, apart in tune_rows(data, recipe):
-        xs, ys = labelled(row, labels[name], names)
-        everything.append((xs, ys))
-        if apart:
-            held.append((name, xs, ys))
-            continue  # judged as written: no row drawn from it is learnt by the trial
-        kept.append((xs, ys))
-        for _ in range(recipe.renamed_copies):
-            if (copy := renamed(row, labels[name], drawn, rng)) is not None:
-                kept.append(learnt := labelled(copy, labels[name], names))
-                everything.append(learnt)
+    everything = examples(data, recipe, Encoder())
+    trial = names_head.trained([one for one in everything if not one.held_apart], recipe.head)
+    figures = leaks_and_refusals(trial, [one for one in everything if one.held_apart], recipe)
+    shipped = names_head.trained(everything, recipe.head)
     target.mkdir(parents=True, exist_ok=True)
-    trial = target / "trial.crfsuite"
-    train(kept, recipe, trial)
-    figures = leaks_and_refusals(trial, held, recipe)
-    trial.unlink()
-    train(everything, recipe, target / MODEL_FILE)
-    lists = {field: sorted(getattr(names, field)) for field in _FIELDS}
-    packed = gzip.compress(json.dumps(lists, ensure_ascii=False).encode(), mtime=0)
-    (target / GAZETTEER_FILE).write_bytes(packed)  # mtime 0: the same lists, the same bytes
+    names_head.save(shipped, target / HEAD_FILE)
     manifest = {
         "thresholds": {name: chosen(figures, recipe, goal) for name, goal in recipe.refusal_goals},
         "recipe": asdict(recipe),

@@ -269,9 +269,24 @@ def test_what_the_names_model_did_not_read_never_leaves_with_its_names(
     assert len(redacting.received()) == before
 
 
-def test_a_long_request_leaves_redacted_and_comes_back_whole(redacting: Leaving) -> None:
-    """60 KB: normalised and redacted off the event loop, read by the names model whole."""
+def test_a_request_past_what_the_names_tagger_reads_stays_local_at_once(
+    redacting: Leaving,
+) -> None:
+    """60 KB of prose: more pieces than the multilingual tagger reads within the scan timeout
+    (proxy/legs/ner.py: NAMES_LIMIT_PIECES), so its names are not known and it may not leave
+    redacted; it is refused for that, not for running out of time."""
+    before = len(redacting.received())
     long = " ".join([PERSONAL] + ["The rest of the letter says nothing of anyone."] * 1200)
+    body = {"model": "m", "messages": [{"role": "user", "content": long}]}
+    refused = httpx.post(redacting.proxy.url + "/v1/chat/completions", json=body, timeout=60)
+    assert refused.status_code == 503
+    assert "person: text beyond the names tagger's limit (2,000 pieces)" in refused.text
+    assert len(redacting.received()) == before
+
+
+def test_a_long_request_leaves_redacted_and_comes_back_whole(redacting: Leaving) -> None:
+    """3 KB: normalised and redacted off the event loop, read by the names models whole."""
+    long = " ".join([PERSONAL] + ["The rest of the letter says nothing of anyone."] * 60)
     answer = sdk(redacting.proxy.url, []).chat.completions.with_raw_response.create(
         model="m", messages=[{"role": "user", "content": long}]
     )

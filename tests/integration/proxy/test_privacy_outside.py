@@ -20,7 +20,7 @@ from tests.integration.proxy.test_privacy_corpus import cloud_only_proxy, receiv
 from tests.processes import Process
 
 SETS = ("presidio-synth", "meddocan", "uner", "klue-ner", "stockmark-ner-ja", "generated_pii")
-PER_SET = 24
+PER_SET = 12
 # The endpoints the proxy serves today (the Responses API's rows wait for it)
 PATHS = {
     "chat": "/v1/chat/completions",
