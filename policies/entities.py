@@ -46,9 +46,11 @@ _TITLE = re.compile(
 # window cut from inside the text is impossible (only the text's own start is one).
 _TITLE_WINDOW = 8
 _SPACES = re.compile(" +")
-# Han, kana and Hangul: scripts whose words are not parted by spaces (policies/scripts.py)
+# Scripts whose words are not parted by spaces (policies/scripts.py): Han, kana and Hangul;
+# Thai, Lao, Myanmar and Khmer
 _UNSPACED = re.compile(
-    r"[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\uf900-\ufaff]"
+    r"[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\uf900-\ufaff"
+    r"\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff]"
 )
 _NAME_ENDS = re.compile(r"\n| - | – |,|;|\(")
 

@@ -1,5 +1,6 @@
-"""Which scripts write words without spaces between them (Han, kana, Hangul syllables): where a
-word's edges cannot be found by spaces, rules read one character as one word."""
+"""Which scripts write words without spaces between them (Han, kana, Hangul syllables; Thai,
+Lao, Myanmar and Khmer): where a word's edges cannot be found by spaces, rules read one
+character as one word."""
 
 from __future__ import annotations
 
@@ -15,4 +16,7 @@ def unspaced(char: str) -> bool:
         or 0xAC00 <= code <= 0xD7A3  # Hangul syllables
         or 0x20000 <= code <= 0x2FA1F
         or 0x31F0 <= code <= 0x31FF
+        or 0x0E00 <= code <= 0x0EFF  # Thai, Lao
+        or 0x1000 <= code <= 0x109F  # Myanmar
+        or 0x1780 <= code <= 0x17FF  # Khmer
     )

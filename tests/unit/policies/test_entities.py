@@ -61,12 +61,11 @@ def test_the_model_reads_only_texts_of_more_than_one_word() -> None:
     assert [payload.texts[i] for i in read_by_model(payload)] == ["Ring Ada Byron"]
 
 
-def test_the_model_reads_a_text_of_an_unspaced_script_however_few_its_spaces() -> None:
-    body = {
-        "messages": [{"role": "user", "content": "山東昭子"}, {"role": "user", "content": "OK"}]
-    }
+@pytest.mark.parametrize("text", ["山東昭子", "ชื่อกนกเนตรดีตพันธุ์", "ឈ្មោះសុខា", "နာမည်မောင်မောင်"])
+def test_the_model_reads_a_text_of_an_unspaced_script_however_few_its_spaces(text: str) -> None:
+    body = {"messages": [{"role": "user", "content": text}, {"role": "user", "content": "OK"}]}
     payload = payload_of(body)
-    assert [payload.texts[i] for i in read_by_model(payload)] == ["山東昭子"]
+    assert [payload.texts[i] for i in read_by_model(payload)] == [text]
 
 
 def test_every_span_of_the_multilingual_tagger_is_a_person() -> None:
