@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.privacy_worst_case import LEGACY
+from bench.privacy_legacy import LEGACY
 from policies import re2text
 from policies.pii import DETECTORS, SCAN_LIMIT_CHARS, detect
 from tests.pii_cases import CASES, Case
