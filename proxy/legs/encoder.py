@@ -4,7 +4,7 @@ for the names tagger's head to read (proxy/legs/name_tagger.py). numpy only, so 
 imports torch; the word table stays 4-bit (a row is decoded when a piece is read: 380 MB less),
 the layers run are float32 (57 MB).
 
-Cost: about 540 pieces a second on one core (bench/names_cost.py), linear in the text (each
+Cost: about 2,500 pieces a second on one core (bench/names_cost.py), linear in the text (each
 segment at most SEGMENT_PIECES long, so attention's square stays bounded). Blocking: call it
 in the names model's thread.
 """
@@ -192,5 +192,5 @@ def _softmax(x: Floats) -> Floats:
 
 
 def _gelu(x: Floats) -> Floats:
-    out: Floats = 0.5 * x * (1 + np.tanh(_GELU_C * (x + 0.044715 * x**3)))
+    out: Floats = 0.5 * x * (1 + np.tanh(_GELU_C * (x + 0.044715 * x * x * x)))
     return out

@@ -36,7 +36,7 @@ Spans = npt.NDArray[np.int64]  # (pieces, 2): each piece's start and end in its 
 # space where there is one), as the sets the head learnt from are sentences.
 _PIECE_CHARS = 2000
 # Lines are read together (one pass of the encoder) up to this many characters, and the
-# deadline is checked between passes: about a second of the encoder's time, at most.
+# deadline is checked between passes: about a fifth of a second of the encoder's time.
 _BATCH_CHARS = 2000
 _WORD_CHARS = 40  # a span grows to its word's ends, by at most this much (a bound on the cost)
 

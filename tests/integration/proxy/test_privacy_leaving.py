@@ -280,7 +280,7 @@ def test_a_request_past_what_the_names_tagger_reads_stays_local_at_once(
     body = {"model": "m", "messages": [{"role": "user", "content": long}]}
     refused = httpx.post(redacting.proxy.url + "/v1/chat/completions", json=body, timeout=60)
     assert refused.status_code == 503
-    assert "person: text beyond the names tagger's limit (2,000 pieces)" in refused.text
+    assert "person: text beyond the names tagger's limit (8,000 pieces)" in refused.text
     assert len(redacting.received()) == before
 
 
