@@ -11,9 +11,11 @@ in the names model's thread.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +43,7 @@ class Read:
 
 
 @dataclass(frozen=True)
-class _Layer:
+class Layer:
     qkv: Floats  # (hidden, 3 * hidden)
     qkv_bias: Floats
     out: Floats
@@ -54,8 +56,15 @@ class _Layer:
     norm2: tuple[Floats, Floats]
 
 
+# The matrices of a layer an adapter may change (Layer's fields), each (in, out): used x @ W.
+ADAPTED = ("qkv", "out", "up", "down")
+
+
 class Encoder:
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, adapters: Path | None = None) -> None:
+        """`adapters`: low-rank changes to some layers' matrices (an .npz of "<layer>.<matrix>.a"
+        (in, rank) and ".z" (rank, out), layers counted from 1), learnt with the names
+        tagger's head (proxy/ops/names_learning.py) and added to the weights once, here."""
         packed = PackedModel(path or default_path())
         self.shape = shape = packed.shape
         self._tokenizer = _tokenizer(packed.pieces, shape.unk)
@@ -66,7 +75,10 @@ class Encoder:
             packed.floats("emb.ln.w", shape.hidden),
             packed.floats("emb.ln.b", shape.hidden),
         )
-        self._layers = [_layer(packed, index) for index in range(max(READ_LAYERS))]
+        self.layers = [_layer(packed, index) for index in range(max(READ_LAYERS))]
+        if adapters is not None:
+            with np.load(adapters) as arrays:
+                self.layers = adapted(self.layers, dict(arrays))
         self.width = len(READ_LAYERS) * shape.hidden
 
     def count(self, texts: Sequence[str]) -> int:
@@ -75,13 +87,16 @@ class Encoder:
         encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
         return sum(len(encoding.ids) for encoding in encodings)
 
+    def pieces(self, texts: Sequence[str]) -> list[tuple[list[int], npt.NDArray[np.int64]]]:
+        """Each text's pieces: their ids, and their spans in the text."""
+        encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        return [_content(encoding) for encoding in encodings]
+
     def read(self, texts: Sequence[str]) -> list[Read]:
         """Each text's pieces and their states; a text of many pieces is read in segments."""
-        encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
         segments: list[list[int]] = []
         owners: list[tuple[int, npt.NDArray[np.int64]]] = []
-        for index, encoding in enumerate(encodings):
-            ids, spans = _content(encoding)
+        for index, (ids, spans) in enumerate(self.pieces(texts)):
             for start in range(0, len(ids), SEGMENT_PIECES):
                 segments.append(ids[start : start + SEGMENT_PIECES])
                 owners.append((index, spans[start : start + SEGMENT_PIECES]))
@@ -94,22 +109,47 @@ class Encoder:
     def _forward(self, segments: list[list[int]]) -> list[Floats]:
         """Every segment at once (<s> pieces </s>): the matrix products over all their pieces
         together, attention within each. Returns each segment's content pieces' states."""
+        return self._upper(*self._embedded(segments), first=1)
+
+    def lower(self, segments: list[list[int]], layers: int) -> list[Floats]:
+        """Each segment's states (<s> and </s> too) after its first `layers` layers: what the
+        layers above read, for the names tagger's training to tune them."""
+        x, bounds = self._embedded(segments)
+        for layer in self.layers[:layers]:
+            x = self._layer(x, layer, bounds)
+        return [x[a:b] for a, b in itertools.pairwise(bounds)]
+
+    def upper(self, lowered: Sequence[npt.NDArray[np.floating[Any]]], first: int) -> list[Floats]:
+        """The segments' content pieces' states, read on from layer `first` (`lowered`: their
+        states below it, as `lower` gives them)."""
+        bounds = np.cumsum([0] + [len(one) for one in lowered])
+        return self._upper(np.concatenate(lowered).astype(np.float32), bounds, first)
+
+    def adapt(self, adapters: Mapping[str, Floats]) -> Encoder:
+        """This encoder with `adapters` added to its layers (the file read once, shared)."""
+        other = copy.copy(self)
+        other.layers = adapted(self.layers, adapters)
+        return other
+
+    def _upper(self, x: Floats, bounds: npt.NDArray[np.int64], first: int) -> list[Floats]:
+        kept: dict[int, Floats] = {}
+        for number in range(first, len(self.layers) + 1):
+            x = self._layer(x, self.layers[number - 1], bounds)
+            if number in READ_LAYERS:
+                kept[number] = x
+        states = np.concatenate([kept[number] for number in READ_LAYERS], axis=1)
+        return [states[a + 1 : b - 1] for a, b in itertools.pairwise(bounds)]
+
+    def _embedded(self, segments: list[list[int]]) -> tuple[Floats, npt.NDArray[np.int64]]:
         shape = self.shape
         ids = [[shape.bos, *segment, shape.eos] for segment in segments]
         bounds = np.cumsum([0] + [len(one) for one in ids])
         flat = np.concatenate([np.asarray(one) for one in ids])
         where = np.concatenate([np.arange(len(one)) for one in ids])
         x = decoded(self._words[flat]) + self._positions[where] + self._type
-        x = _normed(x, self._norm, shape.eps)
-        kept: dict[int, Floats] = {}
-        for number, layer in enumerate(self._layers, start=1):
-            x = self._layer(x, layer, bounds)
-            if number in READ_LAYERS:
-                kept[number] = x
-        states = np.concatenate([kept[number] for number in READ_LAYERS], axis=1)
-        return [states[a + 1 : b - 1] for a, b in itertools.pairwise(bounds)]
+        return _normed(x, self._norm, shape.eps), bounds
 
-    def _layer(self, x: Floats, layer: _Layer, bounds: npt.NDArray[np.int64]) -> Floats:
+    def _layer(self, x: Floats, layer: Layer, bounds: npt.NDArray[np.int64]) -> Floats:
         shape = self.shape
         size = shape.hidden // shape.heads
         qkv = x @ layer.qkv + layer.qkv_bias
@@ -126,7 +166,21 @@ class Encoder:
         return _normed(x + up @ layer.down + layer.down_bias, layer.norm2, shape.eps)
 
 
-def _layer(packed: PackedModel, index: int) -> _Layer:
+def adapted(layers: list[Layer], adapters: Mapping[str, Floats]) -> list[Layer]:
+    """`layers` with each adapter's low-rank change added: W + a @ z."""
+    out = []
+    for number, layer in enumerate(layers, start=1):
+        changes = {
+            name: getattr(layer, name)
+            + adapters[f"{number}.{name}.a"] @ adapters[f"{number}.{name}.z"]
+            for name in ADAPTED
+            if f"{number}.{name}.a" in adapters
+        }
+        out.append(dataclasses.replace(layer, **changes) if changes else layer)
+    return out
+
+
+def _layer(packed: PackedModel, index: int) -> Layer:
     shape = packed.shape
     hidden, ffn = shape.hidden, shape.ffn
 
@@ -136,7 +190,7 @@ def _layer(packed: PackedModel, index: int) -> _Layer:
     def vector(name: str, size: int) -> Floats:
         return packed.floats(f"l{index}.{name}", size)
 
-    return _Layer(
+    return Layer(
         qkv=np.concatenate([matrix(part, hidden, hidden) for part in "qkv"], axis=1),
         qkv_bias=np.concatenate([vector(f"{part}.b", hidden) for part in "qkv"]),
         out=matrix("ao", hidden, hidden),

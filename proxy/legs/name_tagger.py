@@ -1,6 +1,7 @@
 """The multilingual names tagger: a small head (two layers) over the multilingual encoder's
-states (proxy/legs/encoder.py), trained on labelled sets written elsewhere
-(proxy/ops/names_training.py says which, and how), shipped in the package beside its manifest.
+states (proxy/legs/encoder.py), the encoder's upper layers tuned for it by low-rank adapters;
+both trained on labelled sets written elsewhere (proxy/ops/names_training.py says which, and
+how), shipped in the package beside their manifest.
 
 The English names model (spaCy, proxy/legs/ner.py) reads English prose well and nothing else;
 this reads any of the encoder's hundred languages, forms and records ("Nombre: Ernesto",
@@ -30,6 +31,7 @@ from proxy.legs.encoder import Encoder
 
 FOLDER = Path(__file__).resolve().parent.parent.parent / "policies" / "names_model"
 HEAD_FILE = "head.npz"
+ADAPTERS_FILE = "adapters.npz"
 MANIFEST_FILE = "manifest.json"
 Spans = npt.NDArray[np.int64]  # (pieces, 2): each piece's start and end in its line
 # A line is read as one text; a longer line is cut into pieces of this many characters (at a
@@ -68,7 +70,7 @@ class Head:
     def probabilities(self, states: Floats) -> Floats:
         x = (states - self.mean) / self.scale
         h = x @ self.hidden + self.hidden_bias
-        h = 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h**3)))
+        h = 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h * h * h)))
         logits = (h @ self.out + self.out_bias).reshape(-1)
         chances: Floats = np.exp(-np.logaddexp(0, -logits))  # the logistic, overflowing nowhere
         return chances
@@ -80,8 +82,8 @@ class NameTagger:
         thresholds = manifest["thresholds"]
         self.manifest = Manifest(float(thresholds["precise"]), float(thresholds["thorough"]))
         self._head = Head.load(folder / HEAD_FILE)
-        self._encoder = encoder or Encoder()
-        self._last: tuple[str, list[tuple[int, Spans, Floats]]] | None = None
+        self._encoder = encoder or Encoder(adapters=folder / ADAPTERS_FILE)
+        self._read: dict[str, list[tuple[int, Spans, Floats]]] = {}
 
     def pieces(self, texts: Sequence[str]) -> int:
         """How many pieces of text the encoder would read in `texts` (what reading them costs)."""
@@ -102,10 +104,10 @@ class NameTagger:
 
     def _chances(self, text: str, deadline: float) -> list[tuple[int, Spans, Floats]]:
         """Per line: where it starts, its pieces' spans, and each piece's chance of being in a
-        name. The last text's are kept: a text judged at both thresholds (as the privacy
-        bench does) is read once."""
-        if self._last is not None and self._last[0] == text:
-            return self._last[1]
+        name. Kept until `forget`: a request's texts are judged at both thresholds (the
+        English model's names count where this one leans toward a name), read once."""
+        if text in self._read:
+            return self._read[text]
         out = []
         for batch in batches(pieces(text)):
             if time.monotonic() > deadline:
@@ -113,8 +115,13 @@ class NameTagger:
             reads = self._encoder.read([text[a:b] for a, b in batch])
             for (start, _), read in zip(batch, reads, strict=True):
                 out.append((start, read.spans, self._head.probabilities(read.states)))
-        self._last = (text, out)
+        self._read[text] = out
         return out
+
+    def forget(self) -> None:
+        """Drops what was read: a request's texts are kept no longer than it is screened (at
+        most NAMES_LIMIT_PIECES of them), and the next one's cost is its own."""
+        self._read.clear()
 
 
 def runs(spans: Spans, inside: npt.NDArray[np.bool_]) -> Iterator[tuple[int, int]]:

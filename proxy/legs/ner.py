@@ -29,7 +29,15 @@ from collections.abc import Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from policies.entities import ENTITY_LIMIT_CHARS, Found, found, model_text, to_read, unchecked
+from policies.entities import (
+    ENTITY_LIMIT_CHARS,
+    Found,
+    agreed,
+    found,
+    model_text,
+    to_read,
+    unchecked,
+)
 from policies.payload import Payload
 from proxy.legs.name_tagger import NameTagger
 
@@ -150,17 +158,32 @@ class Ner:
             return unchecked(enabled, f"text beyond the names model's limit ({ENTITY_LIMIT_CHARS})")
         texts = [payload.texts[i] for i in indexes]
         try:
-            tagged = self.tagged(texts, thorough, deadline) if indexes else []
+            tagged, leaning = self._tagged_twice(texts, thorough, deadline)
         except BeyondLimit:
             limit = f"{NAMES_LIMIT_PIECES:,} pieces"
             return unchecked(enabled, f"text beyond the names tagger's limit ({limit})")
-        spans = self.people(texts) if indexes else []
+        english = self.people(texts) if indexes else []
+        spans = [agreed(one, lean) for one, lean in zip(english, leaning, strict=True)]
         return found(
             payload,
             enabled,
             dict(zip(indexes, spans, strict=True)),
             dict(zip(indexes, tagged, strict=True)),
         )
+
+    def _tagged_twice(
+        self, texts: Sequence[str], thorough: bool, deadline: float
+    ) -> tuple[list[list[tuple[int, int]]], list[list[tuple[int, int]]]]:
+        """The tagger's spans at the threshold asked for, and at its thorough one (where the
+        English model's names count); each text read once."""
+        if not texts:
+            return [], []
+        try:
+            tagged = self.tagged(texts, thorough, deadline)
+            return tagged, tagged if thorough else self.tagged(texts, True, deadline)
+        finally:
+            if self._tagger is not None:
+                self._tagger.forget()
 
     def close(self) -> None:
         self._thread.shutdown(wait=False, cancel_futures=True)

@@ -306,5 +306,5 @@ async def test_one_done_releases_every_waiter() -> None:
     waiters = [asyncio.create_task(warming.wait("gpu-1", hashes, n, limit=30)) for n in (1, 2, 2)]
     await asyncio.sleep(0)
     warming.done("gpu-1", led)
-    async with asyncio.timeout(0.5):
+    async with asyncio.timeout(10):
         assert await asyncio.gather(*waiters) == [True, True, True]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies.entities import found, full_names, model_text, read_by_model, unchecked
+from policies.entities import agreed, found, full_names, model_text, read_by_model, unchecked
 from policies.medical import names_someone
 from policies.payload import payload_of
 
@@ -138,3 +138,28 @@ def test_what_was_not_checked_counts_as_found() -> None:
     result = unchecked(["person", "medical"], "not checked in time")
     assert result.fired == ["person", "medical"]
     assert result.reason("medical") == "medical: not checked in time"
+
+
+def test_an_english_name_counts_where_the_multilingual_tagger_leans_toward_one() -> None:
+    """ "Fecha de Ingreso" is two capitalised words to the English model; the multilingual
+    tagger, reading Spanish, sees no name there, so it does not count."""
+    text = "Fecha de Ingreso: 04/12/2017. Paciente: Ernesto García."
+    english = [(0, 16), (40, 54)]
+    leaning = [(40, 47)]  # "Ernesto" alone is enough to agree on "Ernesto García"
+    assert agreed(english, leaning) == [(40, 54)]
+    assert [text[a:b] for a, b in agreed(english, leaning)] == ["Ernesto García"]
+
+
+@pytest.mark.parametrize(
+    ("leaning", "kept"),
+    [
+        ([], []),
+        ([(10, 20)], []),  # touching at the end is not overlapping
+        ([(0, 5)], []),  # touching at the start neither
+        ([(9, 11)], [(5, 10)]),
+        ([(12, 30), (0, 6)], [(5, 10)]),  # in any order
+        ([(0, 40), (6, 8)], [(5, 10)]),  # one span inside another
+    ],
+)
+def test_agreement_is_overlap(leaning: list[tuple[int, int]], kept: list[tuple[int, int]]) -> None:
+    assert agreed([(5, 10)], leaning) == kept

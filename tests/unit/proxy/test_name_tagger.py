@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
+from proxy.legs.encoder import Encoder, Read
 from proxy.legs.name_tagger import (
+    ADAPTERS_FILE,
     FOLDER,
     MANIFEST_FILE,
     NameTagger,
@@ -123,3 +126,24 @@ def test_lines_are_read_together_up_to_a_bound() -> None:
 def test_past_its_deadline_the_tagger_stops_instead_of_reading_on(tagger: NameTagger) -> None:
     with pytest.raises(TimeoutError):
         tagger.people("Nombre: Ana López", deadline=time.monotonic() - 1)
+
+
+def test_a_text_is_read_once_for_both_thresholds_and_forgotten_after() -> None:
+    """A request's texts are judged at both thresholds from one reading; the next request
+    reads its own (nothing of one request is kept for the next, and its cost is its own)."""
+    reads: list[str] = []
+
+    class Counted(Encoder):
+        def read(self, texts: Sequence[str]) -> list[Read]:
+            reads.extend(texts)
+            return super().read(texts)
+
+    tagger = NameTagger(encoder=Counted(adapters=FOLDER / ADAPTERS_FILE))
+    text = "Please send the invoice to Maria Gonzalez before Friday."
+    precise = tagger.people(text)
+    thorough = tagger.people(text, thorough=True)
+    assert reads == [text]
+    assert set(precise) <= set(thorough)
+    tagger.forget()
+    assert tagger.people(text) == precise
+    assert reads == [text, text]

@@ -43,7 +43,9 @@ class ListedPeople(Ner):
         self, texts: Sequence[str], thorough: bool = False, deadline: float = math.inf
     ) -> list[list[tuple[int, int]]]:
         self.thorough.append(thorough)
-        return [[] for _ in texts]  # the listed names are all this model knows
+        if not thorough:
+            return [[] for _ in texts]  # sure of no name: the English model's decide
+        return [[(t.index(n), t.index(n) + len(n)) for n in self.names if n in t] for t in texts]
 
 
 def with_names(policy_text: str, names: ListedPeople, local_up: bool = False) -> Harness:
@@ -86,9 +88,31 @@ async def test_a_name_keeps_the_request_from_a_cloud_its_level_forbids() -> None
     because = "detected person in messages[0].content: restricted"
     assert because in sent.headers["x-overspill-privacy-because"]
     assert because in sent.json["error"]["message"]
-    assert names.thorough == [False]  # a false flag would cost the overflow: the precise one
+    # a false flag would cost the overflow: the precise threshold decides (the thorough reading
+    # only confirms the English model's names)
+    assert names.thorough == [False, True]
     assert "Ada" not in sent.json["error"]["message"]  # why, never what
     assert h.cloud.received == []
+
+
+class EnglishOnly(ListedPeople):
+    """The English model takes the listed words for a name; the multilingual tagger sees none."""
+
+    def tagged(
+        self, texts: Sequence[str], thorough: bool = False, deadline: float = math.inf
+    ) -> list[list[tuple[int, int]]]:
+        self.thorough.append(thorough)
+        return [[] for _ in texts]
+
+
+async def test_a_name_only_the_english_model_sees_does_not_keep_a_request() -> None:
+    """Spanish to the English model: "Fecha de Ingreso" is two capitalised words."""
+    names = EnglishOnly(("Fecha de Ingreso",))
+    h = with_names(KEPT, names)
+    sent = await h.send(ask("Fecha de Ingreso: 04/12/2017. Resume el informe."))
+    assert sent.status == 200
+    assert sent.headers["x-overspill-route"] == "cloud/mini"
+    assert names.thorough == [False, True]
 
 
 async def test_a_request_without_names_leaves_as_it_came() -> None:
