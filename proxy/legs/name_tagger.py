@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from policies.scripts import unspaced
 from proxy.legs.e5_file import Floats
-from proxy.legs.encoder import Encoder
+from proxy.legs.encoder import Encoder, gelu
 
 FOLDER = Path(__file__).resolve().parent.parent.parent / "policies" / "names_model"
 HEAD_FILE = "head.npz"
@@ -69,8 +69,7 @@ class Head:
 
     def probabilities(self, states: Floats) -> Floats:
         x = (states - self.mean) / self.scale
-        h = x @ self.hidden + self.hidden_bias
-        h = 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h * h * h)))
+        h = gelu((x @ self.hidden + self.hidden_bias).astype(np.float32))
         logits = (h @ self.out + self.out_bias).reshape(-1)
         chances: Floats = np.exp(-np.logaddexp(0, -logits))  # the logistic, overflowing nowhere
         return chances

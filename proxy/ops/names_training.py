@@ -5,11 +5,12 @@ head and its encoder's adapters) into policies/names_model/, where the package s
 Trained only on what others wrote: the `tune` splits of the labelled sets in
 ../shared/data/outside (UNER's nine languages, KLUE-NER, Stockmark's Japanese Wikipedia,
 MEDDOCAN's Spanish clinical records, Presidio's synthetic set; each folder's README gives source
-and licence: CC BY-SA sets, so the head is shared under CC BY-SA too). The `report` splits are
-never read here. A fifth of the tune rows (by a hash of the text) is held apart to choose the
-thresholds; the tagger shipped is then trained on all of them. The encoder's lower layers read
-every row once (about 2 minutes); the upper layers' adapters and the head learn in torch (the
-`export` extra), seeded (about 12 minutes a training on 2 cores, two trainings).
+and licence: CC BY-SA sets, so the head and adapters are shared under CC BY-SA too). The
+`report` splits are never read here. A fifth of the tune rows (by a hash of the text) is held
+apart to choose the thresholds; the tagger shipped is then trained on all of them. The
+encoder's lower layers read every row once (about 2 minutes); the upper layers' adapters and
+the head learn in torch (the `export` extra), seeded: about 20 minutes in all on 2 cores, for
+the two trainings.
 """
 
 from __future__ import annotations
