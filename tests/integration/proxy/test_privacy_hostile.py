@@ -31,8 +31,8 @@ levels = [{ name = "public" }, { name = "restricted", cloud = "none" }]
 )
 
 
-@pytest.fixture(scope="module")
-def guarded() -> Iterator[tuple[Process, Process]]:
+@contextlib.contextmanager
+def _guarded() -> Iterator[tuple[Process, Process]]:
     """Every detector on, mapped to a level that may not leave; model "m" is served by the
     cloud only (a simulator that records what reaches it)."""
     with contextlib.ExitStack() as stack:
@@ -40,6 +40,19 @@ def guarded() -> Iterator[tuple[Process, Process]]:
         cloud = stack.enter_context(sim(*CLOUD))
         text = config(engine.url, body_timeout_s=60) + cloud_toml("mini", cloud.url) + GUARDED
         yield stack.enter_context(proxy(text)), cloud
+
+
+@pytest.fixture(scope="module")
+def guarded() -> Iterator[tuple[Process, Process]]:
+    with _guarded() as processes:
+        yield processes
+
+
+@pytest.fixture
+def quiet_guarded() -> Iterator[tuple[Process, Process]]:
+    """A guarded proxy of its own: no scan left over from another test's bodies is counted."""
+    with _guarded() as processes:
+        yield processes
 
 
 def test_text_beyond_the_scan_limit_never_reaches_the_cloud(
@@ -172,12 +185,12 @@ def test_the_scan_of_a_large_body_does_not_hold_other_requests(
 
 
 def test_a_body_of_a_kilobyte_is_scanned_in_a_worker_thread(
-    guarded: tuple[Process, Process],
+    quiet_guarded: tuple[Process, Process],
 ) -> None:
     """On the costliest text the detectors take about 2 microseconds a byte: a body of a
     kilobyte (which held the event loop 2 ms) is scanned off it, and what it carries still
     keeps it from the cloud."""
-    p, cloud = guarded
+    p, cloud = quiet_guarded
     before = len(httpx.get(cloud.url + "/_sim/requests").json()["requests"])
     text = "Please write to jane.doe@exemplo.com. " + "The rest is ordinary prose. " * 34
     body = {"model": "m", "messages": [{"role": "user", "content": text}]}
