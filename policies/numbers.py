@@ -17,6 +17,19 @@ from policies.reserved import test_card
 # a space already). Luhn decides.
 CARD = compile_unicode(r"(?:^|[^\d])((?:\d[ -]?){12,18}\d)(?:[^\d]|$)")
 _CARD_OTHER = compile_unicode(r"(?:^|[^\d])((?:\d[ \x{2010}-\x{2015}./]?){12,18}\d)(?:[^\d]|$)")
+_TWELVE = compile_unicode(r"(?:^|[^\d])((?:\d[ -]?){11}\d)(?:[^\d]|$)")
+# A payment card in the languages most written (lower case; Cyrillic and Greek stems): looked
+# for in the bytes before twelve digits, which are a card's only after such a word.
+_CARD_WORDS = (
+    b" cc ",
+    *(
+        word.encode()
+        for word in (
+            "card carte tarjeta karte cartão cartao carta kaart kort karta kart kartu thẻ "
+            "maestro cc# cc: карт κάρτ כרטיס بطاقة کارت कार्ड บัตร カード 卡 카드"
+        ).split()
+    ),
+)
 # Never issued: area 000, 666 or 900-999, group 00, serial 0000. [^\D0] is a digit but 0.
 _SSN = compile_unicode(
     r"(?:^|[^\d])("
@@ -70,18 +83,33 @@ def _starts_with_iban(compact: str) -> bool:
 def cards(data: bytes) -> Iterator[tuple[int, int]]:
     data = blank(IBAN, data.upper(), lambda match: match[:2] in IBAN_SHAPED)
     others = (s for s in spans(_CARD_OTHER, data) if _one_separator(data[s[0] : s[1]]))
+    named = (s for s in spans(_TWELVE, data) if _card_named(data, s[0]))
     return (
         s
-        for s in chain(spans(CARD, data), others)
+        for s in chain(spans(CARD, data), others, named)
         if is_card(data[s[0] : s[1]]) and not test_card(digits_of(data[s[0] : s[1]]))
     )
 
 
 def is_card(candidate: bytes) -> bool:
-    """13 to 19 digits, a card network's first digit (2-6: Mastercard, Visa, Amex, Diners,
-    JCB, Discover, UnionPay), and the Luhn check."""
+    """The Luhn check, and a card network's length and first digit: 13 to 19 digits from 2-6
+    (Mastercard, Visa, Amex, Diners, JCB, Discover, UnionPay); 15 from 1 (UATP, and JCB's
+    older "1800"); 12 from 5 or 6 (Maestro, which cards() takes only after a word for a card:
+    twelve digits are as often an order or a phone number)."""
     digits = digits_of(candidate)
-    return 13 <= len(digits) <= 19 and 2 <= int(digits[0]) <= 6 and luhn_valid(digits)
+    first, length = int(digits[0]), len(digits)
+    network = (
+        (13 <= length <= 19 and 2 <= first <= 6)
+        or (length == 15 and first == 1)
+        or (length == 12 and first in (5, 6))
+    )
+    return network and luhn_valid(digits)
+
+
+def _card_named(data: bytes, start: int) -> bool:
+    """Whether a word for a payment card is written in the 40 bytes before `start`."""
+    before = data[max(0, start - 40) : start].lower()
+    return any(word in before for word in _CARD_WORDS)
 
 
 def _one_separator(candidate: bytes) -> bool:

@@ -53,6 +53,10 @@ POSITIVES = [
     case("amex 3741 549909 51454", "payment_card"),
     case("6011 0046 7400 3286", "payment_card"),
     case("diners 3056 1433 6143 64", "payment_card"),
+    case("I lost my card 180068465632122", "payment_card"),  # JCB's older 15 digits from 1800
+    case("Maestro 675962527601", "payment_card"),  # twelve digits after a word for a card
+    case("Tarjeta: 503829170342", "payment_card"),
+    case("カード番号：675962527601", "payment_card"),
     case("123-45-6789", "us_ssn"),
     case("SSN 078-05-1120", "us_ssn"),
     case("my ssn is 219-09-9999.", "us_ssn"),
@@ -126,6 +130,14 @@ POSITIVES = [
     case("Domicilio: c/ del Abedul 5-7, 2º dcha.", "street_address"),
     case("住所：東京都港区芝公園4-2-8", "street_address"),
     case("주소: 서울특별시 강남구 테헤란로 152", "street_address"),
+    case("We live at ul. Długa 12 in Gdańsk", "street_address"),
+    case("Send it to Váci u. 24. in Budapest", "street_address"),
+    case("Meet at Mannerheimintie 5 tomorrow", "street_address"),
+    case("Kontor: hersnapvej 18, København", "street_address"),
+    case("Harbour View 14 Apt. 3 is mine", "street_address"),
+    case("PSC 1234, Box 5678, APO AE 09012", "street_address"),
+    case("Доставка: ул. Ленина 5, Москва", "street_address"),
+    case("Στο γραφείο, Λεωφόρος Κηφισίας 12", "street_address"),
     case("NHC: 2843742. Episodio: 7734120", "record_number"),
     case("Patient ID 00412877 was admitted", "record_number"),
     case("Kennzeichen: B-MW 1234", "record_number"),
@@ -139,6 +151,10 @@ POSITIVES = [
 # (text, the detector it nearly looks like): none of the detectors fires.
 NEGATIVES = [
     case("4111 1111 1111 1112", "payment_card"),  # Luhn-invalid
+    case("order 675962527601 shipped", "payment_card"),  # twelve digits, no word for a card
+    case("card 420297299752", "payment_card"),  # twelve digits, no network that has twelve
+    case("card 180068465632123", "payment_card"),  # Luhn-invalid
+    case("according to 675962527601", "payment_card"),  # "cc" inside a word
     case("order 1234567812345678", "payment_card"),  # Luhn-invalid
     case("5500 0000 0000 0005", "payment_card"),
     case("45391488034364671111", "payment_card"),  # 20 digits
@@ -220,6 +236,9 @@ NEGATIVES = [
     case("We walked 3 miles along the river", "street_address"),
     case("install it via pip 23 or later", "street_address"),
     case("Route 66 crosses 8 states", "street_address"),
+    case("Smith et al. 2019 found it", "street_address"),
+    case("Tier 2 Suite offers more", "street_address"),
+    case("the apo aa battery", "street_address"),
     case("String 3 of the guitar is out of tune", "street_address"),
     case("Meet in Building 5, Room 3.14", "street_address"),
     case("Web address: https://www.python.org/downloads/release/3", "street_address"),
