@@ -30,6 +30,7 @@ from bench.report import plot_path, table
 from policies.entities import ENTITY_DETECTORS, Found
 from policies.payload import payload_of
 from policies.pii import DETECTORS, scan
+from policies.quasi import held_back
 from policies.redaction import NotRedactable, redacted_body
 from proxy.legs.ner import Ner
 
@@ -42,11 +43,19 @@ def entry_detected(body: dict[str, Any]) -> list[str]:
     return list(scan(payload_of(body).texts, ENABLED).detected)
 
 
-def named(names: Ner, body: dict[str, Any], thorough: bool = False) -> Found:
+def named(names: Ner, body: dict[str, Any], held: Sequence[str] = ()) -> Found:
     """What the names models' detectors find (as the cloud leg runs them, without its thread
-    and timeout; `thorough` where a name sends the request redacted): only a request about to
-    leave pays it."""
-    return names.findings(payload_of(body), ENTITY_DETECTORS, thorough)
+    and timeout), with the quasi-identifiers `held` for them: only a request about to leave
+    pays it."""
+    return names.findings(payload_of(body), (*ENTITY_DETECTORS, *held))
+
+
+def detected(names: Ner, body: dict[str, Any]) -> list[str]:
+    """Every detector that counts before the request leaves: the pattern scan's, but the
+    quasi-identifiers it holds for the names screen (policies/quasi.py), then that screen's."""
+    fired = entry_detected(body)
+    held = held_back(fired, EVERY_DETECTOR)
+    return [name for name in fired if name not in held] + named(names, body, held).fired
 
 
 def leaving(names: Ner, body: dict[str, Any]) -> None:
@@ -136,13 +145,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = Ner()
     names.people(["warm the model up"])
 
-    def detected(body: dict[str, Any]) -> list[str]:
-        return entry_detected(body) + named(names, body).fired
+    def judged(body: dict[str, Any]) -> list[str]:
+        return detected(names, body)
 
-    found = scores(cases, detected)
+    found = scores(cases, judged)
     print(f"{len(cases)} requests ({args.half} half of bench/data/privacy_corpus.jsonl)\n")
     print(render(found, dict(counts(cases))))
-    flagged, clean = clean_flagged(cases, detected)
+    flagged, clean = clean_flagged(cases, judged)
     print(f"\nclean requests flagged by a detector: {flagged} of {clean}")
     arrival = percentiles(latencies_ms(cases, entry_detected))
     print(

@@ -28,11 +28,14 @@ from dataclasses import dataclass, field
 
 from policies.medical import names_someone, terms
 from policies.payload import Payload
-from policies.pii import SCAN_LIMIT_CHARS
+from policies.pii import FINDERS, SCAN_LIMIT_CHARS
+from policies.quasi import QUASI_IDENTIFIERS
 from policies.re2text import to_bytes
 
 # Detectors whose findings come from a named-entity model: run only on text that leaves.
 ENTITY_DETECTORS = ("person", "medical")
+# What the screen before leaving decides: those, and quasi-identifiers held for it
+SCREENED = (*ENTITY_DETECTORS, *QUASI_IDENTIFIERS)
 # Text the entity detectors read for one request, at most (the recogniser's texts, and every
 # text when medical terms are looked for); past it, they count as fired (fail closed): a model
 # reads about 100,000 characters a second on one core here.
@@ -69,7 +72,7 @@ class Found:
 
     @property
     def fired(self) -> list[str]:
-        return [name for name in ENTITY_DETECTORS if name in self.where or name in self.unchecked]
+        return [name for name in SCREENED if name in self.where or name in self.unchecked]
 
     def reason(self, name: str) -> str:
         if name in self.unchecked:
@@ -79,7 +82,7 @@ class Found:
 
 def unchecked(enabled: Collection[str], why: str) -> Found:
     """Every enabled entity detector counted as fired (fail closed), with why."""
-    return Found(unchecked={name: why for name in ENTITY_DETECTORS if name in enabled})
+    return Found(unchecked={name: why for name in SCREENED if name in enabled})
 
 
 def read_by_model(payload: Payload) -> list[int]:
@@ -111,11 +114,13 @@ def found(
     enabled: Collection[str],
     people: Mapping[int, list[tuple[int, int]]],
     tagged: Mapping[int, list[tuple[int, int]]] | None = None,
+    leaning: Mapping[int, list[tuple[int, int]]] | None = None,
 ) -> Found:
     """The entity detectors' findings, given the recogniser's spans for the texts it read
     (`people`: text index -> spans; English prose, so only full names count), and the
     multilingual tagger's (`tagged`: every span counts, its threshold already erred toward
-    a name)."""
+    a name; `leaning`: at its thorough threshold). A quasi-identifier in `enabled` (held for
+    this screen, policies/quasi.py) counts where a name is found or leaned toward."""
     values: dict[str, dict[str, None]] = {}  # a dict per detector: distinct, first seen first
     where: dict[str, str] = {}
 
@@ -136,6 +141,13 @@ def found(
                 data = to_bytes(text)
                 for start, end in terms(data):
                     note("medical", index, data[start:end].decode("utf-8", "replace"))
+    if "person" in values or any((leaning or {}).values()):
+        for name in (name for name in QUASI_IDENTIFIERS if name in enabled):
+            for index, text in enumerate(payload.texts):
+                data = to_bytes(text)
+                for start, end in FINDERS[name](data):
+                    note(name, index, data[start:end].decode("utf-8", "replace"))
+            where.setdefault(name, "the request")  # found by the scan, if not in one text
     if "person" not in enabled:
         values.pop("person", None)
         where.pop("person", None)

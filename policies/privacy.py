@@ -25,6 +25,7 @@ from policies.entities import Found
 from policies.model import Privacy, Tenant, UnknownName
 from policies.payload import payload_of
 from policies.pii import Scan, scan
+from policies.quasi import held_back
 
 HEADER = "x-overspill-privacy"
 _HEADER_SOURCE = "header X-Overspill-Privacy"
@@ -40,6 +41,8 @@ class Classification:
     level: str
     reasons: tuple[str, ...]  # every source that raised the level, for explain and headers
     detected: bool = False  # a detector fired (or could not finish): personal data, maybe
+    # quasi-identifiers found alone, held for the names screen before the request leaves
+    held: tuple[str, ...] = ()
 
     @property
     def why(self) -> str:
@@ -62,14 +65,15 @@ def classify(
     claims = [(privacy.default, "policy default"), *_named(privacy, header, body)]
     if tenant is not None and tenant.privacy is not None:
         claims.append((tenant.privacy, f"tenant {tenant.name}"))
-    detections = _detected(privacy, body, stop) if scanned else _unscanned(privacy)
+    detections, held = _detected(privacy, body, stop) if scanned else (_unscanned(privacy), ())
     claims += detections
     if len(claims) == 1:  # most requests: the default alone (no claim, nothing detected)
-        return Classification(privacy.default, (f"policy default: {privacy.default}",))
+        reason = f"policy default: {privacy.default}"
+        return Classification(privacy.default, (reason,), bool(held), held)
     strictest = max(privacy.strictness(name) for name, _ in claims)
     level = privacy.levels[strictest].name
     reasons = tuple(f"{source}: {name}" for name, source in claims if name == level)
-    return Classification(level, reasons, bool(detections))
+    return Classification(level, reasons, bool(detections or held), held)
 
 
 def raised(privacy: Privacy, level: str, found: Found) -> Classification:
@@ -108,19 +112,23 @@ def header_levels(header: str | Sequence[str] | None) -> list[str]:
 
 def _detected(
     privacy: Privacy, body: dict[str, Any], stop: threading.Event | None
-) -> list[tuple[str, str]]:
+) -> tuple[list[tuple[str, str]], tuple[str, ...]]:
+    """The detectors' claims, and the quasi-identifiers held for the names screen."""
     if not privacy.detectors and privacy.media is None:
-        return []  # nothing to look for: the body is not even walked
+        return [], ()  # nothing to look for: the body is not even walked
     payload = payload_of(body, stop=stop)
     found = scan(payload.texts, privacy.detectors, locate=True, stop=stop)
+    held = held_back(found.fired, privacy.detectors)
     paths = payload.paths_of(set(found.first.values()), stop)
     where = {name: paths[index] for name, index in found.first.items()}
     claims = [
-        (privacy.detectors[name], _detector_reason(name, found, where)) for name in found.fired
+        (privacy.detectors[name], _detector_reason(name, found, where))
+        for name in found.fired
+        if name not in held
     ]
     if payload.media and privacy.media is not None:
         claims.append((privacy.media, f"media at {payload.media[0]}"))
-    return claims
+    return claims, held
 
 
 def _unscanned(privacy: Privacy) -> list[tuple[str, str]]:

@@ -60,10 +60,10 @@ CLEAR_INLINE_BYTES = 256
 
 @dataclass
 class Screening:
-    """The names model's findings on one request, once: for the first cloud target it would
-    leave for, kept for the next (a request served locally never pays for it); and its
-    redaction, made once for every target that takes it redacted."""
+    """The names model's findings on one request, once, for the first cloud target it would
+    leave for (a local answer never pays for it); its redaction, once for every target."""
 
+    held: tuple[str, ...] = ()  # quasi-identifiers found alone: they count if a name is found
     found: Found | None = None
     raised: Classification | None = None  # the level it found, when stricter than the request's
     redaction: tuple[dict[str, Any], Redaction] | None = None  # the body it was made from, too
@@ -196,7 +196,7 @@ class CloudLeg:
         if not self.may_carry(level, target):
             return Cleared(None)
         found = Found()
-        if wanted := [name for name in ENTITY_DETECTORS if name in privacy.detectors]:
+        if wanted := [*(n for n in ENTITY_DETECTORS if n in privacy.detectors), *screening.held]:
             found = await screening.once(lambda: self._screen(request, wanted))
             level_now = raised(privacy, level, found)
             if level_now.reasons:

@@ -123,7 +123,7 @@ class Pipeline:
         redaction) with the live load, health, breakers and spend, changing nothing."""
         asked = await self.asked(request, headers, headers.get(TENANT_HEADER, ""))
         plan = self.preview(request, asked)
-        screening, refused = Screening(), []
+        screening, refused = Screening(held=asked.privacy.held), []
         for target in plan.targets:
             leg = self.chain.legs[target.kind]
             cleared = await leg.clear(target, request, asked.privacy.level, screening)
@@ -187,6 +187,7 @@ class Pipeline:
         deadline = self.runtime.clock.now() + self._deadline(request)
         level, tenant = asked.privacy.level, asked.caller.tenant
         why = asked.privacy.why
+        screening.held = asked.privacy.held
         trip = Trip(job, level, request_id, asked.prompt, tenant, deadline, why, screening)
         head, chunks = await self.chain.produce(trip, current, turn)
         if waited is not None:

@@ -169,6 +169,7 @@ class Ner:
             enabled,
             dict(zip(indexes, spans, strict=True)),
             dict(zip(indexes, tagged, strict=True)),
+            dict(zip(indexes, leaning, strict=True)),
         )
 
     def _tagged_twice(

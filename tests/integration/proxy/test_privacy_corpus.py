@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.privacy import entry_detected, named
+from bench.privacy import detected
 from bench.privacy_corpus import Case, load
 from proxy.legs.ner import Ner
 from tests.policy_texts import EVERY_DETECTOR_RESTRICTED
@@ -67,7 +67,7 @@ def names() -> Ner:
 def kept(names: Ner, case: Case) -> bool:
     """Whether the policy keeps the request local: a detector fired, or it carries media."""
     body = case.body
-    found = entry_detected(body) + named(names, body).fired
+    found = detected(names, body)
     return bool(found) or case.shape == "image"
 
 

@@ -92,7 +92,7 @@ DISGUISED = [
     "my NI number is AB 12 34 56 C",  # a national ID
     "Aadhaar 2345\u00a06789\u00a00124",  # another, with no-break spaces
     "passport no. K4829175, expiring 2031",
-    "Patient born on 12 May 1999, please file it",  # a date of birth
+    "Patient Maria Gonzalez, born on 12 May 1999, please file it",  # a birth date, a name
     "Please send the contract to Bartholomew Okonkwo before Friday.",  # a person's name
     "Our new hire Gwendolyn Ashworth starts on Monday; draft a welcome note.",
     "My son was diagnosed with epilepsy in March; what should his school know?",  # health
@@ -127,6 +127,7 @@ NEAR_MISSES = [
     "Hi team, can you rephrase this so it sounds friendlier?",
     "What is the usual dose of ibuprofen for adults?",  # medicine, about nobody
     "Is Oxford Street busy on Saturdays?",  # a street, no address
+    "Date of birth: 12 May 1999. How old is that today?",  # a birth date alone names nobody
 ]
 
 

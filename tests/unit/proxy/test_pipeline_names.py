@@ -192,3 +192,41 @@ async def test_explain_says_what_the_names_model_would_find_before_leaving() -> 
     assert "detected person in messages[0].content: restricted" in privacy.reasons
     assert any(r.startswith("privacy=public: mini may not take it") for r in plan.reasons)
     assert h.cloud.received == []  # explain sends nothing
+
+
+BIRTHS = KEPT + 'date_of_birth = "restricted"\n'
+
+
+class LeaningOnly(ListedPeople):
+    """Only the multilingual tagger, at its thorough threshold, leans toward the names."""
+
+    def people(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
+        self.read += texts
+        return [[] for _ in texts]
+
+
+async def test_a_birth_date_alone_leaves_for_the_cloud() -> None:
+    """A quasi-identifier: alone it names nobody (policies/quasi.py)."""
+    h = with_names(BIRTHS, LeaningOnly())
+    sent = await h.send(ask("Date of birth: 1960-03-12. How old is that in 2026?"))
+    assert sent.status == 200
+    assert sent.headers["x-overspill-route"] == "cloud/mini"
+    assert sent.headers["x-overspill-privacy"] == "public"
+
+
+async def test_a_birth_date_beside_a_name_the_tagger_leans_to_stays_local() -> None:
+    names = LeaningOnly()
+    h = with_names(BIRTHS, names)
+    sent = await h.send(ask("Olu Adeyemi, date of birth: 1960-03-12. How old is he?"))
+    assert sent.status == 503
+    assert "detected date_of_birth in messages[0].content" in sent.json["error"]["message"]
+    assert "person" not in sent.json["error"]["message"]  # the name alone would not keep it
+    assert h.cloud.received == []
+
+
+async def test_explain_says_a_held_birth_date_counts_beside_a_name() -> None:
+    h = with_names(BIRTHS, LeaningOnly())
+    body = ask("Olu Adeyemi, date of birth: 1960-03-12")
+    privacy, _ = await h.pipeline.explain(parse_request("chat", orjson.dumps(body)), {})
+    assert privacy.level == "restricted"
+    assert "detected date_of_birth in messages[0].content: restricted" in privacy.reasons
