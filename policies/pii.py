@@ -1,10 +1,10 @@
 """The built-in detectors of personal data, and the scan of a request's texts (pure).
 
-DETECTORS names every detector a policy may switch on and map to a level: e-mail addresses,
-phone numbers and IP addresses here; card, IBAN and SSN numbers in policies/numbers.py; national
-IDs, passport numbers and birth dates in policies/identifiers.py; credentials in
-policies/secrets.py; record numbers (patient, customer, plate ...) by their label in
-policies/records.py; devices' identifiers in policies/devices.py. Each finds candidates with a
+DETECTORS names every detector a policy may switch on and map to a level: e-mail addresses
+and IP addresses here; phone numbers in policies/phones.py; card, IBAN and SSN numbers in
+policies/numbers.py; national IDs, passport numbers and birth dates in policies/identifiers.py;
+credentials in policies/secrets.py; record numbers (patient, customer, plate ...) by their label
+in policies/records.py; devices' identifiers in policies/devices.py. Each finds candidates with a
 pattern and confirms them where a checksum or a context word exists, so order numbers and
 version strings are not taken for personal data. Detection can only make a request stricter,
 and a detector that fails counts as one that found something.
@@ -23,7 +23,6 @@ deadline) looks at a stop flag between searches and stops there.
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import logging
 import threading
@@ -32,13 +31,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, chain, islice
 
-from policies import addresses, devices, identifiers, numbers, records, secrets
+from policies import addresses, devices, identifiers, numbers, phones, records, secrets
 from policies.re2text import (
     Finder,
-    blank,
     compile_unicode,
     detector_of,
-    digits_of,
     spans,
     to_bytes,
 )
@@ -51,22 +48,6 @@ SCAN_LIMIT_CHARS = 1_000_000
 SEPARATOR = "\x00"  # between the texts of one request, scanned as one
 
 _EMAIL = compile_unicode(r"([A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,})")
-_PHONE = compile_unicode(
-    r"(?:^|[^\w.+-])("  # not a part of an identifier ("INV-2026-000184")
-    r"\+\d{1,3}[\s.-]?(?:\(\d{1,4}\)[\s.-]?)?\d{1,5}(?:[\s.-]\d{2,8}){1,4}"  # +CC with groups
-    r"|(?:\(\d{1,4}\)[\s.-]?)?"  # national: an area code in brackets, or not
-    r"(?:\d{2,5}[\s.-]\d{6,8}"  # 0151 23456789
-    r"|(?:\d[.-]|\d{2,5}[\s.-])\d{2,4}(?:[\s.-]\d{2,4}){0,3})"  # 1-800-555-0199, 020 7946 0958
-    r"|\+\d{9,15}"  # E.164 without separators
-    # After it: not a word character; a full stop or hyphen only before a non-word (a sentence's
-    # end, yes; a serial number's "-A", no).
-    r")(?:[^\w.-]|[.-](?:[^\w]|$)|$)"
-)
-# Digit groups that are not phone numbers (dates, times, IPv4), removed before looking for one.
-_NOT_PHONES = compile_unicode(
-    r"(\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2})?)?|\d{1,2}:\d{2}(?::\d{2})?)"
-    r"|(?:^|[^\d.])((?:\d{1,3}\.){3}\d{1,3})(?:[^\d.]|$)"
-)
 # Only the shapes ipaddress accepts (octets 0-255 without leading zeros; eight groups, or fewer
 # around one "::", with at most 7 colons as the lookaround pattern allowed), so a run of
 # near-misses costs no Python; ipaddress still has the last word.
@@ -97,21 +78,6 @@ def _in_url_authority(data: bytes, start: int) -> bool:
     before = data[max(0, start - 256) : start]
     word = before.rsplit(None, 1)[-1] if before.strip() else b""
     return b"://" in word and b":" in word.split(b"://", 1)[1]
-
-
-def _phones(data: bytes) -> Iterator[tuple[int, int]]:
-    # Card numbers, IBANs, dates, times and IP addresses are digit groups too, but not phones:
-    # the real ones are removed first (a number only shaped like a card may still be a phone).
-    clear = blank(numbers.CARD, data, numbers.is_card)
-    clear = blank(numbers.IBAN, clear.upper(), lambda match: match[:2] in numbers.IBAN_SHAPED)
-    clear = blank(_NOT_PHONES, clear)
-    for pattern, valid in identifiers.CHECKED_NUMBERS:  # an Aadhaar or NIR checks out: not a phone
-        clear = blank(pattern, clear, functools.partial(_checks_out, valid))
-    return (s for s in spans(_PHONE, clear) if 10 <= len(digits_of(clear[s[0] : s[1]])) <= 15)
-
-
-def _checks_out(valid: Callable[[str], bool], candidate: bytes) -> bool:
-    return valid(identifiers.compact(candidate))
 
 
 def _ips(data: bytes) -> Iterator[tuple[int, int]]:
@@ -152,7 +118,7 @@ _VERSION_WORDS = frozenset(
 # each detector says whether it finds anything (for the level).
 FINDERS: dict[str, Finder] = {
     "email": _emails,
-    "phone": _phones,
+    "phone": phones.phones,
     "payment_card": numbers.cards,
     "us_ssn": numbers.ssns,
     "iban": numbers.ibans,

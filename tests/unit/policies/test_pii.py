@@ -42,6 +42,12 @@ POSITIVES = [
     case("+33 1 42 68 53 00", "phone"),
     case("+44 7700 900123", "phone"),
     case("+14155550100", "phone"),
+    case("call +39 3889021471 now", "phone"),  # the country code, then the number unbroken
+    case("Telefon: 722 233 820", "phone"),  # a national number after its label
+    case("電話：1234-5678", "phone"),
+    case("call me on 9472 7916", "phone"),
+    case("my phone is 467 3395", "phone"),
+    case("Hospital Clínico. Tfno.: 93 416 97 00", "phone"),
     case("4539 1488 0343 6467", "payment_card"),
     case("4539-1488-0343-6467", "payment_card"),
     case("card 4539148803436467 exp 12/27", "payment_card"),
@@ -236,6 +242,9 @@ NEGATIVES = [
     case("We walked 3 miles along the river", "street_address"),
     case("install it via pip 23 or later", "street_address"),
     case("Route 66 crosses 8 states", "street_address"),
+    case("order 722 233 820 shipped", "phone"),  # nine digits, no word for a phone
+    case("Tel Aviv 2023 report", "phone"),
+    case("Mobil 1 0W-40 oil", "phone"),
     case("Smith et al. 2019 found it", "street_address"),
     case("Tier 2 Suite offers more", "street_address"),
     case("the apo aa battery", "street_address"),
