@@ -99,7 +99,7 @@ _LABELS = (
     "адреса", "διεύθυνση", "cím", "lakcím", "adresi", "כתובת", "العنوان", "عنوان", "पता",
     "ที่อยู่", "địa chỉ", "alamat", "住所", "地址", "住址", "주소",
 )  # fmt: skip
-_LABELLED = labelled(_LABELS, r"[^\n]{0,80}", COLON)
+_LABELLED = labelled(_LABELS, r"[^\n\"]{0,80}", COLON)  # a JSON value ends at its quote
 _SHAPES = (
     _AFTER_TYPE,
     _BEFORE_TYPE,

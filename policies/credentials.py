@@ -53,15 +53,19 @@ _PIN = labelled(_PIN_LABELS, r"\d{4,12}", SEPARATOR_OR_SPACE)
 
 
 _STAND_INS = ("password", "passwd", "secret", "changeme", "example", "your", "xxx", "...")
-_REFERENCE = re.compile(r"\$\{.*\}|\$[A-Za-z_]\w*|%\w+%|\{\{.*\}\}|[A-Za-z_][\w.]*\(.*\)")
+_REFERENCE = re.compile(
+    r"\$\{.*\}|\$[A-Za-z_]\w*|%\w+%|\{\{.*\}\}|[A-Za-z_][\w.]*\(.*\)"
+    r"|[A-Za-z_]\w*(?:\.\w+)+[(\[].*|[A-Za-z]+(?:_[A-Za-z]+)+"
+)
 _BRACKETS = (("<", ">"), ("[", "]"), ("{", "}"), ("(", ")"))
 
 
 def stands_in(value: str) -> bool:
     """A value documentation shows in place of a credential, or a reference to one: a word
     ("required", "changeme"), a mask ("****"), a name in brackets ("<your-password>"), a
-    variable ("${DB_PASSWORD}", "%PASS%") or a call ("get_password()"). A real password may
-    hold any of these characters: only the whole value's shape counts."""
+    variable ("${DB_PASSWORD}", "%PASS%", "api_key"), a call or a lookup ("get_password()",
+    "os.environ[", where a quote ends the value). A real
+    password may hold any of these characters: only the whole value's shape counts."""
     lowered = value.lower()
     return (
         len(set(value)) <= 2

@@ -43,7 +43,13 @@ _DNI = re2.compile(r"(?:^|[^A-Za-z0-9])([XYZ]?\d{7,8}-?[A-Z])(?:[^A-Za-z0-9]|$)"
 _NINE = re2.compile(r"(?:^|[^\d])(\d{3}[ -]?\d{3}[ -]?\d{3})(?:[^\d]|$)")
 _NINE_CONTEXT = (b"sin", b"social insurance", b"bsn", b"burgerservice", b"sofi")
 
-_PASSPORT_CONTEXT = re2.compile(r"(?i)passport|passeport|reisepass|pasaporte|passaporto|paspoort")
+# "passport" in some thirty languages ("pass" alone is a word of English: only "passnummer")
+_PASSPORT_CONTEXT = re2.compile(
+    r"(?i)passport|passeport|reisepass|pasaporte|passaporto|paspoort|passaporte|passnummer|"
+    r"pasnummer|passin numero|paszport|číslo pasu|cestovní pas|cestovný pas|putovnica|potni list|"
+    r"pasaport|útlevél|паспорт|διαβατήρι|דרכון|جواز السفر|جواز سفر|گذرنامه|"
+    r"پاسپورت|पासपोर्ट|หนังสือเดินทาง|hộ chiếu|paspor|旅券|パスポート|护照|護照|여권"
+)
 # A document number after it: 6 to 12 capital letters and digits, at least two digits, maybe in
 # groups ("GB 512 8837 04").
 _DOC_NUMBER = re2.compile(r"(?:^|[^A-Za-z0-9])([A-Z0-9][A-Z0-9 ]{4,14}[A-Z0-9])(?:[^A-Za-z0-9]|$)")

@@ -3,7 +3,8 @@ the detectors that know a value by its label rather than its shape (credentials,
 numbers). "Passwort: Sommer2024", "NHC: 2843742", "Kundennummer 554213", "パスワード：abc123",
 "비밀번호는 qwer1234", "my passcode is 99lions".
 
-Between the label and the value: a colon or equals sign (full-width too), "is" and its
+A key's closing quote may follow the label (`"phone": "..."`, a pasted JSON record). Between
+the label and the value: a colon or equals sign (full-width too), "is" and its
 translations, a topic particle; a few words may stand between (" for the portal", "(new)"). A
 label in a script written without spaces needs no boundary before it ("ログインのパスワード").
 RE2, case-insensitive in every script: linear in the text.
@@ -43,12 +44,13 @@ def labelled(labels: tuple[str, ...], value: str, separator: str = SEPARATOR) ->
     before = [rf"(?:^|[^\w])(?:{_either(spaced)})"] if spaced else []
     before += [f"(?:{_either(written_whole)})"] if written_whole else []
     return compile_unicode(
-        rf"(?i)(?:{'|'.join(before)}){_BETWEEN}{separator}[{QUOTES}]?({value})"
+        rf"(?i)(?:{'|'.join(before)})[{QUOTES}]?{_BETWEEN}{separator}[{QUOTES}]?({value})"
         rf"(?:[{QUOTES}]|[^\w]|$)",
         max_mem=_MAX_MEM,
     )
 
 
 def _either(labels: list[str]) -> str:
-    """The labels, longest first (so "pin code" is tried before "pin"), spaces as any space."""
-    return "|".join(sorted((label.replace(" ", r"[\s]") for label in labels), key=len)[::-1])
+    """The labels, longest first (so "pin code" is tried before "pin"), a space as any space,
+    an underscore or a hyphen (a JSON key, a log's field: "licence_plate", "phone-number")."""
+    return "|".join(sorted((label.replace(" ", r"[\s_-]") for label in labels), key=len)[::-1])

@@ -59,10 +59,18 @@ _LABELS = (
     "学籍番号", "免許証番号", "病历号", "病歷號", "住院号", "医保卡号", "会员号", "客户号",
     "工号", "学号", "车牌号", "驾驶证号", "환자번호", "등록번호", "회원번호", "고객번호",
     "사번", "학번", "차량번호", "운전면허번호",
+    # a vehicle's plate, in more languages
+    "ナンバー", "ナンバープレート", "車両番号", "車牌", "車牌號碼", "车牌", "车牌号码", "차량 번호",
+    "번호판", "номерной знак", "номерний знак", "регистрационный номер", "πινακίδα",
+    "αριθμός κυκλοφορίας", "plat nomor", "pelat nomor", "biển số", "biển số xe", "ทะเบียนรถ",
+    "پلاک", "پلاک خودرو", "מספר רכב", "वाहन नंबर", "वाहन संख्या", "spz", "registrační značka",
+    "evidenční číslo", "nummerplade", "nummerskilt", "reg.nr", "rekisteritunnus",
+    "nr rejestracyjny", "vehicle registration", "vrm",
 )  # fmt: skip
-# Groups of letters and digits, each with a digit or of at most three capitals ("B-MW 1234"),
-# parted by one space, dot, slash or hyphen.
-_GROUP = r"(?:[\w]*\d[\w]*|\p{Lu}{1,3})"
+# Groups of letters and digits, each with a digit or of at most three capitals ("B-MW 1234")
+# or letters of a script without case ("神戸 82 め 65-44", "辽H-92305"), parted by one space,
+# dot, slash or hyphen.
+_GROUP = r"(?:[\w]*\d[\w]*|\p{Lu}{1,3}|\p{Lo}{1,3})"
 _VALUE = rf"{_GROUP}(?:[ ./\-]{_GROUP}){{0,4}}"
 _RECORD = labelled(_LABELS, f"(?-i:{_VALUE})", SEPARATOR_OR_SPACE)
 _LEAST_DIGITS = 3

@@ -48,6 +48,12 @@ POSITIVES = [
     case("call me on 9472 7916", "phone"),
     case("my phone is 467 3395", "phone"),
     case("Hospital Clínico. Tfno.: 93 416 97 00", "phone"),
+    case('{"phone": "0847331695"}', "phone"),  # a JSON key is a label too
+    case("phone_number=0847331695", "phone"),  # and a log's field
+    case("ナンバー: 神戸 82 め 65-44", "record_number"),  # a plate, in a script without case
+    case('{"licence_plate": "NUY-4797"}', "record_number"),
+    case("旅券番号: L32472700", "passport"),
+    case("Номер паспорта: AB1234567", "passport"),
     case("4539 1488 0343 6467", "payment_card"),
     case("4539-1488-0343-6467", "payment_card"),
     case("card 4539148803436467 exp 12/27", "payment_card"),
@@ -245,6 +251,10 @@ NEGATIVES = [
     case("order 722 233 820 shipped", "phone"),  # nine digits, no word for a phone
     case("Tel Aviv 2023 report", "phone"),
     case("Mobil 1 0W-40 oil", "phone"),
+    case("api_key: os.getenv('API_KEY')", "secret"),  # code that fetches it, not the key
+    case("password = user_password", "secret"),  # a variable's name
+    case('Jelszó: os.environ["DB_PASSWORD"]', "secret"),
+    case('{"address": "see below"}', "street_address"),
     case("Smith et al. 2019 found it", "street_address"),
     case("Tier 2 Suite offers more", "street_address"),
     case("the apo aa battery", "street_address"),
