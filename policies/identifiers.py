@@ -16,6 +16,7 @@ from typing import Any
 
 import re2  # type: ignore[import-untyped]
 
+from policies.id_labels import labelled_ids
 from policies.re2text import spans
 
 _WINDOW = 48  # bytes looked back for a context word
@@ -159,6 +160,7 @@ def national_ids(data: bytes) -> Iterator[tuple[int, int]]:
         digits = compact(data[start:end])
         if _named(data, start, _NINE_CONTEXT) and (_luhn(digits) or _eleven_check(digits)):
             yield start, end
+    yield from labelled_ids(data)
 
 
 def passports(data: bytes) -> Iterator[tuple[int, int]]:

@@ -66,6 +66,10 @@ _LABELS = (
     "پلاک", "پلاک خودرو", "מספר רכב", "वाहन नंबर", "वाहन संख्या", "spz", "registrační značka",
     "evidenční číslo", "nummerplade", "nummerskilt", "reg.nr", "rekisteritunnus",
     "nr rejestracyjny", "vehicle registration", "vrm",
+    # a clinician's licence to practise (º is o once text is normalised, NFKC)
+    "nºcol", "nº col", "nocol", "nº colegiado", "no colegiado", "número de colegiado",
+    "numero de colegiado", "colegiado nº", "colegiado no", "gmc number", "npi", "npi number",
+    "dea number", "rpps", "adeli", "lanr", "big-nummer",
 )  # fmt: skip
 # Groups of letters and digits, each with a digit or of at most three capitals ("B-MW 1234")
 # or letters of a script without case ("神戸 82 め 65-44", "辽H-92305"), parted by one space,

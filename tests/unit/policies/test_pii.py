@@ -53,6 +53,12 @@ POSITIVES = [
     case("ナンバー: 神戸 82 め 65-44", "record_number"),  # a plate, in a script without case
     case('{"licence_plate": "NUY-4797"}', "record_number"),
     case("旅券番号: L32472700", "passport"),
+    case("PESEL: 44051401359", "national_id"),  # a national ID after its name
+    case("T.C. Kimlik No: 10000000146", "national_id"),
+    case("ИНН 7707083893", "national_id"),
+    case("personnummer 19811218-9876", "national_id"),
+    case("11010519491231002X", "national_id"),  # China's resident ID, by its check
+    case("Dr. Ruiz  NºCol: 28 28 73512", "record_number"),  # a clinician's licence
     case("Номер паспорта: AB1234567", "passport"),
     case("4539 1488 0343 6467", "payment_card"),
     case("4539-1488-0343-6467", "payment_card"),
@@ -252,6 +258,11 @@ NEGATIVES = [
     case("Tel Aviv 2023 report", "phone"),
     case("Mobil 1 0W-40 oil", "phone"),
     case("api_key: os.getenv('API_KEY')", "secret"),  # code that fetches it, not the key
+    case("tax ID is required for 2023 filings 12345", "national_id"),  # prose after the name
+    case("order ID: 12345678", "national_id"),  # an ID, but not a person's
+    case("CPR 30 compressions 2 breaths 100 per minute", "national_id"),
+    case("11010519491231002", "national_id"),  # China's resident ID's shape, bad check
+    case("no col 2024 plan", "record_number"),
     case("password = user_password", "secret"),  # a variable's name
     case('Jelszó: os.environ["DB_PASSWORD"]', "secret"),
     case('{"address": "see below"}', "street_address"),
