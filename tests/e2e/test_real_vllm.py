@@ -105,7 +105,9 @@ async def test_load_snapshot_comes_from_real_metrics(gateway: Process) -> None:
             api.chat.completions.create(
                 model=MODEL,
                 messages=ask(f"Count to {i}"),
-                max_tokens=24,  # type: ignore[arg-type]
+                # long enough that all eight still run when the last one starts, on a
+                # machine whose other core is busy
+                max_tokens=64,  # type: ignore[arg-type]
                 extra_body={"ignore_eos": True},
             )
             for i in range(12)
